@@ -1,0 +1,71 @@
+package chain
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+type vectorFile struct {
+	Genesis string `json:"genesis"`
+	Vectors []struct {
+		Name    string   `json:"name"`
+		Start   string   `json:"start"`
+		Wires   []string `json:"wires"`
+		Digests []string `json:"digests"`
+	} `json:"vectors"`
+}
+
+// TestFRAPR03_GoldenVectors checks Next against vectors computed by an
+// independent implementation (testdata/vectors.json, Python hashlib).
+func TestFRAPR03_GoldenVectors(t *testing.T) {
+	raw, err := os.ReadFile("testdata/vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vf vectorFile
+	if err := json.Unmarshal(raw, &vf); err != nil {
+		t.Fatal(err)
+	}
+	if vf.Genesis != Genesis || len(Genesis) != 64 || strings.Trim(Genesis, "0") != "" {
+		t.Fatalf("genesis %q", Genesis)
+	}
+	if len(vf.Vectors) < 3 {
+		t.Fatalf("only %d vectors", len(vf.Vectors))
+	}
+	for _, v := range vf.Vectors {
+		d := v.Start
+		c := From(v.Start, 0)
+		for i, w := range v.Wires {
+			d = Next(d, []byte(w))
+			if d != v.Digests[i] {
+				t.Fatalf("%s[%d]: got %s want %s", v.Name, i, d, v.Digests[i])
+			}
+			if got := c.Add([]byte(w)); got != d {
+				t.Fatalf("%s[%d]: Chain.Add %s != Next %s", v.Name, i, got, d)
+			}
+			if !Valid(d) {
+				t.Fatalf("digest %q not valid", d)
+			}
+		}
+		if c.Count() != int64(len(v.Wires)) {
+			t.Fatalf("count %d", c.Count())
+		}
+	}
+}
+
+func TestChainOrderMatters(t *testing.T) {
+	a, b := []byte("a"), []byte("b")
+	if Next(Next(Genesis, a), b) == Next(Next(Genesis, b), a) {
+		t.Fatal("chain is order-insensitive")
+	}
+	if New().Digest() != Genesis {
+		t.Fatal("New not at genesis")
+	}
+	for _, bad := range []string{"", strings.ToUpper(Next(Genesis, a)), Genesis[:63], Genesis + "0", strings.Repeat("g", 64)} {
+		if Valid(bad) {
+			t.Errorf("Valid(%q)", bad)
+		}
+	}
+}
