@@ -1,0 +1,294 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/chain"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	BaseURL      string        // http(s)://host:port of the member (no path, or a path prefix)
+	Token        string        // optional bearer token
+	TLS          *tls.Config   // used when HTTPClient is nil
+	MaxBodyBytes int64         // bound on a response body; default DefaultMaxBodyBytes
+	Timeout      time.Duration // per-request deadline on top of ctx; default DefaultTimeout
+	HTTPClient   *http.Client  // optional; overrides TLS
+}
+
+// Defaults of ClientConfig.
+const (
+	DefaultMaxBodyBytes = 64 << 20
+	DefaultTimeout      = 30 * time.Second
+)
+
+// Client fetches and verifies catch-up pages.
+type Client struct {
+	base    *url.URL
+	token   string
+	max     int64
+	timeout time.Duration
+	hc      *http.Client
+}
+
+// NewClient validates cfg.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("source client: base URL: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("source client: base URL %q: want http(s)://host[:port]", cfg.BaseURL)
+	}
+	c := &Client{base: u, token: cfg.Token, max: cfg.MaxBodyBytes, timeout: cfg.Timeout, hc: cfg.HTTPClient}
+	if c.max <= 0 {
+		c.max = DefaultMaxBodyBytes
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = cfg.TLS
+		c.hc = &http.Client{Transport: tr}
+	}
+	return c, nil
+}
+
+// Fetch asks for the page after (afterSeq, afterDigest) and verifies
+// everything visible in it before returning it (see VerifyPage). Errors are
+// *RefusalError, *VerificationError, *UnavailableError, or a plain error for
+// invalid arguments.
+func (c *Client) Fetch(ctx context.Context, afterSeq int64, afterDigest, expectDescriptor string, maxEvents int) (*Page, error) {
+	if err := checkRequest(afterSeq, afterDigest, expectDescriptor, maxEvents); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	u := *c.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + CatchupPath
+	u.RawQuery = url.Values{
+		"afterSeq":  {strconv.FormatInt(afterSeq, 10)},
+		"maxEvents": {strconv.Itoa(maxEvents)},
+	}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("source client: build request: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, &UnavailableError{Err: fmt.Errorf("GET %s: %w", u.Redacted(), err)}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.max+1))
+	if err != nil {
+		return nil, &UnavailableError{Status: resp.StatusCode, Err: fmt.Errorf("read body: %w", err)}
+	}
+	if int64(len(body)) > c.max {
+		if resp.StatusCode == http.StatusOK {
+			return nil, &VerificationError{Code: VerifyBodyTooLarge, Detail: fmt.Sprintf("body exceeds %d bytes", c.max)}
+		}
+		body = body[:0]
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			return nil, &VerificationError{Code: VerifyMalformedPage, Detail: "content type " + strconv.Quote(ct)}
+		}
+		return VerifyPage(body, afterSeq, afterDigest, expectDescriptor, maxEvents)
+	case resp.StatusCode >= 500, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusRequestTimeout:
+		return nil, &UnavailableError{Status: resp.StatusCode, Err: errors.New(errorMessage(body, resp.Status))}
+	case resp.StatusCode >= 400:
+		var rb RefusalBody
+		if err := json.Unmarshal(body, &rb); err != nil || rb.Code == "" {
+			if resp.StatusCode == http.StatusConflict {
+				return nil, &VerificationError{Code: VerifyMalformedPage, Detail: "409 without a refusal code"}
+			}
+			rb = RefusalBody{Code: "HTTP_" + strconv.Itoa(resp.StatusCode), Message: errorMessage(body, resp.Status)}
+		}
+		return nil, &RefusalError{Status: resp.StatusCode, Code: rb.Code, Message: rb.Message, BoundarySeq: rb.BoundarySeq}
+	default:
+		return nil, &VerificationError{Code: VerifyMalformedPage, Detail: "unexpected HTTP status " + resp.Status}
+	}
+}
+
+func errorMessage(body []byte, status string) string {
+	var rb RefusalBody
+	if json.Unmarshal(body, &rb) == nil && rb.Message != "" {
+		return rb.Code + ": " + rb.Message
+	}
+	return status
+}
+
+func checkRequest(afterSeq int64, afterDigest, expectDescriptor string, maxEvents int) error {
+	switch {
+	case afterSeq < 0:
+		return fmt.Errorf("source client: afterSeq %d < 0", afterSeq)
+	case !chain.Valid(afterDigest):
+		return fmt.Errorf("source client: afterDigest %q is not 64 lowercase hex", afterDigest)
+	case afterSeq == 0 && afterDigest != chain.Genesis:
+		return fmt.Errorf("source client: afterSeq 0 requires the genesis digest")
+	case expectDescriptor != "" && !chain.Valid(expectDescriptor):
+		return fmt.Errorf("source client: expected descriptor %q is not 64 lowercase hex", expectDescriptor)
+	case maxEvents < 1 || maxEvents > MaxPageEvents:
+		return fmt.Errorf("source client: maxEvents %d outside 1..%d", maxEvents, MaxPageEvents)
+	}
+	return nil
+}
+
+func malformed(format string, args ...any) error {
+	return &VerificationError{Code: VerifyMalformedPage, Detail: fmt.Sprintf(format, args...)}
+}
+
+// VerifyPage decodes a 200 body and checks everything a single page can prove:
+//   - protocolVersion == wire.ProtocolVersion (PROTOCOL_MISMATCH);
+//   - descriptorHash is a digest, equal to expectDescriptor when given (DESCRIPTOR_MISMATCH);
+//   - afterSeq echoes the request (AFTER_SEQ_MISMATCH);
+//   - afterSeq <= throughSeq <= boundarySeq; idle exactly when afterSeq == boundarySeq,
+//     then throughSeq == afterSeq and no events (FR-APR04; ORDERING / MALFORMED_PAGE);
+//   - at most maxEvents events, seqs non-decreasing and inside (afterSeq, throughSeq],
+//     each wire decodes as protocol v1 and carries the item's seq (FR-APR02; ORDERING);
+//   - digestAfter == afterDigest, and digestThrough equals the chain recomputed
+//     from afterDigest over the wire bytes (FR-APR03; DIGEST_MISMATCH).
+//
+// An idle page carries no digests (the member does not replay for it, FR-APR04);
+// if it does carry them they must equal afterDigest.
+//
+// What a page cannot prove alone (that it holds whole commands, that nothing
+// between two pages is missing) is proven across pages by the chain: the next
+// page's digestAfter must equal this page's digestThrough.
+func VerifyPage(body []byte, afterSeq int64, afterDigest, expectDescriptor string, maxEvents int) (*Page, error) {
+	if err := checkRequest(afterSeq, afterDigest, expectDescriptor, maxEvents); err != nil {
+		return nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
+		return nil, malformed("body is not a JSON object")
+	}
+	p := &Page{}
+	for _, f := range []struct {
+		name     string
+		dst      any
+		required bool
+	}{
+		{"protocolVersion", &p.ProtocolVersion, true},
+		{"descriptorHash", &p.DescriptorHash, true},
+		{"boundarySeq", &p.BoundarySeq, true},
+		{"afterSeq", &p.AfterSeq, true},
+		{"throughSeq", &p.ThroughSeq, true},
+		{"idle", &p.Idle, true},
+		{"digestAfter", &p.DigestAfter, false},
+		{"digestThrough", &p.DigestThrough, false},
+	} {
+		r, ok := raw[f.name]
+		if !ok || bytes.Equal(r, []byte("null")) {
+			if f.required {
+				return nil, malformed("field %q missing", f.name)
+			}
+			continue
+		}
+		if err := json.Unmarshal(r, f.dst); err != nil {
+			return nil, malformed("field %q: %v", f.name, err)
+		}
+	}
+	if p.ProtocolVersion != wire.ProtocolVersion {
+		return nil, &VerificationError{Code: VerifyProtocolMismatch, Detail: fmt.Sprintf("page protocol %d, client speaks %d", p.ProtocolVersion, wire.ProtocolVersion)}
+	}
+	if !chain.Valid(p.DescriptorHash) {
+		return nil, malformed("descriptorHash %q is not 64 lowercase hex", truncate(p.DescriptorHash))
+	}
+	if expectDescriptor != "" && p.DescriptorHash != expectDescriptor {
+		return nil, &VerificationError{Code: VerifyDescriptorMismatch, Detail: fmt.Sprintf("page descriptor %s, expected %s", p.DescriptorHash, expectDescriptor)}
+	}
+	if p.AfterSeq != afterSeq {
+		return nil, &VerificationError{Code: VerifyAfterSeqMismatch, Detail: fmt.Sprintf("asked after %d, page is after %d", afterSeq, p.AfterSeq)}
+	}
+	if p.ThroughSeq < p.AfterSeq || p.ThroughSeq > p.BoundarySeq {
+		return nil, &VerificationError{Code: VerifyOrdering, Detail: fmt.Sprintf("need afterSeq %d <= throughSeq %d <= boundarySeq %d", p.AfterSeq, p.ThroughSeq, p.BoundarySeq)}
+	}
+	var items []map[string]json.RawMessage
+	if r, ok := raw["events"]; !ok || bytes.Equal(r, []byte("null")) {
+		return nil, malformed("field \"events\" missing")
+	} else if err := json.Unmarshal(r, &items); err != nil {
+		return nil, malformed("field \"events\": %v", err)
+	}
+	if p.Idle {
+		if p.AfterSeq != p.BoundarySeq || p.ThroughSeq != p.AfterSeq || len(items) != 0 {
+			return nil, malformed("idle page must have afterSeq == throughSeq == boundarySeq and no events")
+		}
+		for _, d := range []string{p.DigestAfter, p.DigestThrough} {
+			if d != "" && d != afterDigest {
+				return nil, &VerificationError{Code: VerifyDigestMismatch, Detail: "idle page digest " + truncate(d) + " != cursor digest " + afterDigest}
+			}
+		}
+		p.Events = []Event{}
+		return p, nil
+	}
+	if p.AfterSeq == p.BoundarySeq || p.ThroughSeq == p.AfterSeq {
+		return nil, malformed("non-idle page must advance: afterSeq %d, throughSeq %d, boundarySeq %d", p.AfterSeq, p.ThroughSeq, p.BoundarySeq)
+	}
+	if len(items) > maxEvents {
+		return nil, malformed("%d events, asked for at most %d", len(items), maxEvents)
+	}
+	if p.DigestAfter != afterDigest {
+		return nil, &VerificationError{Code: VerifyDigestMismatch, Detail: fmt.Sprintf("digestAfter %s != cursor digest %s at seq %d", truncate(p.DigestAfter), afterDigest, afterSeq)}
+	}
+	if !chain.Valid(p.DigestThrough) {
+		return nil, malformed("digestThrough %q is not 64 lowercase hex", truncate(p.DigestThrough))
+	}
+	p.Events = make([]Event, 0, len(items))
+	d := afterDigest
+	prev := p.AfterSeq
+	for i, it := range items {
+		var ev Event
+		if err := json.Unmarshal(it["seq"], &ev.Seq); err != nil || it["seq"] == nil {
+			return nil, malformed("event %d: seq missing or not an integer", i)
+		}
+		if err := json.Unmarshal(it["wire"], &ev.Wire); err != nil || it["wire"] == nil || ev.Wire == nil {
+			return nil, malformed("event %d: wire missing or not base64", i)
+		}
+		if ev.Seq <= p.AfterSeq || ev.Seq > p.ThroughSeq {
+			return nil, &VerificationError{Code: VerifyOrdering, Detail: fmt.Sprintf("event %d: seq %d outside (%d, %d]", i, ev.Seq, p.AfterSeq, p.ThroughSeq)}
+		}
+		if ev.Seq < prev {
+			return nil, &VerificationError{Code: VerifyOrdering, Detail: fmt.Sprintf("event %d: seq %d after seq %d", i, ev.Seq, prev)}
+		}
+		prev = ev.Seq
+		we, err := wire.Decode(ev.Wire)
+		if err != nil {
+			return nil, malformed("event %d (seq %d): %v", i, ev.Seq, err)
+		}
+		if we.Seq() != ev.Seq {
+			return nil, &VerificationError{Code: VerifyOrdering, Detail: fmt.Sprintf("event %d: wire seq %d != item seq %d", i, we.Seq(), ev.Seq)}
+		}
+		d = chain.Next(d, ev.Wire)
+		p.Events = append(p.Events, ev)
+	}
+	if d != p.DigestThrough {
+		return nil, &VerificationError{Code: VerifyDigestMismatch, Detail: fmt.Sprintf("digestThrough %s, recomputed %s over %d events", p.DigestThrough, d, len(p.Events))}
+	}
+	return p, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}

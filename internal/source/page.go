@@ -1,0 +1,143 @@
+// Package source is the member side of the catch-up contract (FR-APR01..04,
+// DESIGN.md "Source contract: pinned v1"): the HTTP handler that serves
+// verified pages from a strict genesis replay of the command log, and the
+// client the operator uses to fetch and verify them.
+package source
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/projection-recovery/projection-recovery/internal/engine"
+)
+
+// Path of the catch-up endpoint and of the descriptor endpoint.
+const (
+	CatchupPath    = "/recon/catchup-events"
+	DescriptorPath = "/recon/descriptor"
+)
+
+// MaxPageEvents is the documented upper bound of maxEvents. Larger values are
+// a 400: a page is one Postgres transaction on the consumer, and it must stay
+// bounded (FR-APR10 "pages are bounded").
+const MaxPageEvents = 10000
+
+// Refusal codes (409) of the pinned v1 contract. The last three come from the
+// strict replay (FR-APR03) and are defined by the engine.
+const (
+	CodeCommandExceedsPage     = "RECOVERY_COMMAND_EXCEEDS_PAGE" // FR-APR02
+	CodeAfterSeqBeyondBoundary = "AFTER_SEQ_BEYOND_BOUNDARY"     // FR-APR04
+	CodeMissingGenesis         = engine.CodeMissingGenesis       // FR-APR03
+	CodeDiscontinuity          = engine.CodeDiscontinuity        // FR-APR03
+	CodeArchiveBehindBoundary  = engine.CodeArchiveBehindBoundary
+)
+
+// Codes of non-409 error bodies (not part of the pinned refusal set).
+const (
+	CodeBadRequest   = "BAD_REQUEST"
+	CodeUnauthorized = "UNAUTHORIZED"
+	CodeReplayFailed = "REPLAY_FAILED" // 500: the log could not be read or decoded
+)
+
+// Page is one catch-up answer. The field order is the pinned JSON order.
+type Page struct {
+	ProtocolVersion int     `json:"protocolVersion"`
+	DescriptorHash  string  `json:"descriptorHash"`
+	BoundarySeq     int64   `json:"boundarySeq"`
+	AfterSeq        int64   `json:"afterSeq"`
+	ThroughSeq      int64   `json:"throughSeq"`
+	DigestAfter     string  `json:"digestAfter"`
+	DigestThrough   string  `json:"digestThrough"`
+	Idle            bool    `json:"idle"`
+	Events          []Event `json:"events"`
+}
+
+// Event is one projection event of a page: its consensus sequence and the
+// exact production wire bytes (base64 in JSON).
+type Event struct {
+	Seq  int64  `json:"seq"`
+	Wire []byte `json:"wire"`
+}
+
+// RefusalBody is the JSON body of a 409 (and of 400/401/500 with their own codes).
+type RefusalBody struct {
+	Code        string `json:"code"`
+	Message     string `json:"message"`
+	BoundarySeq int64  `json:"boundarySeq"`
+}
+
+// RefusalError is a definite answer from the member that it will not serve
+// the page: a 409 with one of the Code* refusal codes, or another 4xx
+// (400 BAD_REQUEST, 401 UNAUTHORIZED, 404 ...), with Code from the body or
+// "HTTP_<status>" when the body carries none.
+type RefusalError struct {
+	Status      int
+	Code        string
+	Message     string
+	BoundarySeq int64
+}
+
+func (e *RefusalError) Error() string {
+	return fmt.Sprintf("source refused (HTTP %d %s, boundarySeq %d): %s", e.Status, e.Code, e.BoundarySeq, e.Message)
+}
+
+// Verification codes of *VerificationError.
+const (
+	VerifyProtocolMismatch   = "PROTOCOL_MISMATCH"
+	VerifyDescriptorMismatch = "DESCRIPTOR_MISMATCH"
+	VerifyDigestMismatch     = "DIGEST_MISMATCH"
+	VerifyOrdering           = "ORDERING"
+	VerifyAfterSeqMismatch   = "AFTER_SEQ_MISMATCH"
+	VerifyMalformedPage      = "MALFORMED_PAGE"
+	VerifyBodyTooLarge       = "BODY_TOO_LARGE"
+)
+
+// VerificationError is a page the client refuses to hand out because it
+// fails a check (see Client.Fetch). Never transient: the same member will
+// answer the same way; it needs operator review.
+type VerificationError struct {
+	Code   string
+	Detail string
+}
+
+func (e *VerificationError) Error() string {
+	return "source page failed verification: " + e.Code + ": " + e.Detail
+}
+
+// UnavailableError wraps a transport failure, a timeout, a 5xx, a 408 or a
+// 429: the member could not answer now; retrying later may succeed.
+type UnavailableError struct {
+	Status int // 0 when no HTTP response was received
+	Err    error
+}
+
+func (e *UnavailableError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("source unavailable (HTTP %d): %v", e.Status, e.Err)
+	}
+	return fmt.Sprintf("source unavailable: %v", e.Err)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// IsTransient reports whether err is worth retrying with backoff unchanged
+// (RETRYING rather than BLOCKED):
+//   - *UnavailableError: always (member down, timeout, 5xx).
+//   - *RefusalError AFTER_SEQ_BEYOND_BOUNDARY: yes. The member's committed
+//     sequence is behind the consumer's verified cursor, e.g. a lagging or
+//     restarted replica; nothing is written and it resolves when the member
+//     catches up. An operator who wants to alarm on it can check the code.
+//   - every other refusal (EXCEEDS_PAGE needs a bigger page, MISSING_GENESIS,
+//     DISCONTINUITY, ARCHIVE_BEHIND_BOUNDARY need the archive repaired; 400,
+//     401 need configuration) and every *VerificationError: no.
+func IsTransient(err error) bool {
+	var ue *UnavailableError
+	if errors.As(err, &ue) {
+		return true
+	}
+	var re *RefusalError
+	if errors.As(err, &re) {
+		return re.Status == 409 && re.Code == CodeAfterSeqBeyondBoundary
+	}
+	return false
+}
