@@ -1,0 +1,64 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// Condition types. They follow the kstatus convention so that kubectl wait,
+// Argo CD and Flux read a ProjectionRecovery correctly:
+//   - Reconciling=True  → kstatus InProgress (catching up or retrying)
+//   - Stalled=True      → kstatus Failed (blocked: needs operator review)
+//   - Ready=True with status.observedGeneration == metadata.generation → Current.
+const (
+	// ConditionReady is True when the scope is proven complete through the
+	// observed boundary (state CURRENT) for the current generation.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the controller is making progress
+	// toward CURRENT: catching up, retrying after a transient failure, or
+	// before the first cycle of a generation.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the controller cannot make progress without
+	// an operator: a page was refused for a review reason (BLOCKED) or the
+	// spec references something that does not exist.
+	ConditionStalled = "Stalled"
+)
+
+// Condition reasons. Reasons are CamelCase as metav1.Condition requires; the
+// stable refusal code itself (e.g. ORPHAN_TRADE) is in status.reason.
+const (
+	// ReasonAwaitingFirstCycle: the generation was observed but no cycle has run yet.
+	ReasonAwaitingFirstCycle = "AwaitingFirstCycle"
+	// ReasonCatchingUp: verified pages are being applied.
+	ReasonCatchingUp = "CatchingUp"
+	// ReasonCurrent: verified through the observed boundary.
+	ReasonCurrent = "Current"
+	// ReasonRetrying: the last cycle failed transiently; backing off.
+	ReasonRetrying = "Retrying"
+	// ReasonBlocked: the last page was refused and needs operator review.
+	ReasonBlocked = "Blocked"
+	// ReasonSuspended: spec.suspend is true; no cycle runs.
+	ReasonSuspended = "Suspended"
+	// ReasonAutoRecoveryDisabled: the manager runs with auto-recovery off; the
+	// controller reports completeness read-only and writes nothing to SQL.
+	ReasonAutoRecoveryDisabled = "AutoRecoveryDisabled"
+	// ReasonSecretNotFound: a referenced Secret or key does not exist.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonInvalidSpec: the spec passed the API server but cannot be used
+	// (e.g. an unparsable CA bundle).
+	ReasonInvalidSpec = "InvalidSpec"
+)
+
+// FinalizerName guards lease release on deletion.
+const FinalizerName = "recovery.projection.io/release-lease"

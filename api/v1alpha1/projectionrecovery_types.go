@@ -1,0 +1,295 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RecoveryState is the point-in-time completeness state of one scope (FR-APR11).
+// +kubebuilder:validation:Enum=CATCHING_UP;CURRENT;RETRYING;BLOCKED
+type RecoveryState string
+
+const (
+	// StateCatchingUp: verified pages are being applied and the verified-through
+	// sequence is still below the member's boundary.
+	StateCatchingUp RecoveryState = "CATCHING_UP"
+	// StateCurrent: the projection is proven complete through the last observed boundary.
+	StateCurrent RecoveryState = "CURRENT"
+	// StateRetrying: the last cycle failed for a transient reason (source or database
+	// unavailable, lease held elsewhere, page superseded); the controller backs off and retries.
+	StateRetrying RecoveryState = "RETRYING"
+	// StateBlocked: the last page was refused for a reason that needs operator review
+	// (orphans, conflicts, unexplained balances, legacy history...). Nothing was written.
+	StateBlocked RecoveryState = "BLOCKED"
+)
+
+// SecretKeySelector names one key of a Secret in the resource's own namespace.
+// Credentials are never carried in the spec itself: only this reference is.
+type SecretKeySelector struct {
+	// Name of the Secret, in the namespace of the ProjectionRecovery.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// Key inside the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}
+
+// SourceTLS configures how the member's certificate is verified.
+type SourceTLS struct {
+	// CASecretRef names a PEM bundle of the certificate authorities trusted for the member.
+	// When absent the system roots are used.
+	// +optional
+	CASecretRef *SecretKeySelector `json:"caSecretRef,omitempty"`
+
+	// ServerName overrides the name checked against the member's certificate.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServerName string `json:"serverName,omitempty"`
+}
+
+// SourceSpec says where the member's catch-up contract (GET /recon/catchup-events) is served.
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || self.url.startsWith('https://')",message="source.tls requires an https:// url"
+type SourceSpec struct {
+	// URL is the base URL of the member, http:// or https://, without the contract path.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="source.url must be an absolute http:// or https:// URL with a host, e.g. https://member-0.exchange.svc:8443"
+	URL string `json:"url"`
+
+	// TokenSecretRef names a bearer token sent to the member.
+	// +optional
+	TokenSecretRef *SecretKeySelector `json:"tokenSecretRef,omitempty"`
+
+	// TLS configures verification of the member's certificate (https only).
+	// +optional
+	TLS *SourceTLS `json:"tls,omitempty"`
+}
+
+// DatabaseSpec says where the SQL projection lives.
+type DatabaseSpec struct {
+	// DSNSecretRef names the key holding the PostgreSQL connection string
+	// (libpq URL or key/value form). It never appears in status, events or logs.
+	// +required
+	DSNSecretRef SecretKeySelector `json:"dsnSecretRef"`
+}
+
+// BackoffSpec bounds the exponential backoff applied while RETRYING (FR-APR10).
+// +kubebuilder:validation:XValidation:rule="duration(self.base) <= duration(self.cap)",message="backoff.base must not exceed backoff.cap"
+type BackoffSpec struct {
+	// Base is the first retry delay; each consecutive failure doubles it.
+	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('10m')",message="backoff.base must be between 100ms and 10m"
+	Base metav1.Duration `json:"base"`
+
+	// Cap is the longest retry delay.
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="backoff.cap must be between 1s and 1h"
+	Cap metav1.Duration `json:"cap"`
+}
+
+// ProjectionRecoverySpec is the desired recovery of one SQL projection scope.
+// +kubebuilder:validation:XValidation:rule="!has(self.cycleTimeout) || !has(self.leaseDuration) || duration(self.cycleTimeout) < duration(self.leaseDuration)",message="cycleTimeout must be shorter than leaseDuration, or the lease could expire inside a cycle"
+type ProjectionRecoverySpec struct {
+	// Scope is the SQL projection scope (the run scope) this resource recovers.
+	// It cannot change after creation: the cursor, lease and fence are keyed by it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9._]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="scope is immutable: create a new ProjectionRecovery for another scope"
+	Scope string `json:"scope"`
+
+	// Source is the member serving the catch-up contract.
+	// +required
+	Source SourceSpec `json:"source"`
+
+	// Database is the PostgreSQL database holding the projection.
+	// +required
+	Database DatabaseSpec `json:"database"`
+
+	// PageSize is the maximum number of events asked for in one page (maxEvents).
+	// One page is one database transaction.
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	PageSize int32 `json:"pageSize,omitempty"`
+
+	// PagesPerCycle bounds the pages applied in one reconcile (FR-APR10: cycles are bounded).
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	PagesPerCycle int32 `json:"pagesPerCycle,omitempty"`
+
+	// CycleTimeout is the time budget of one cycle; it must be shorter than LeaseDuration.
+	// +kubebuilder:default="20s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="cycleTimeout must be between 1s and 10m"
+	// +optional
+	CycleTimeout *metav1.Duration `json:"cycleTimeout,omitempty"`
+
+	// Interval is the periodic recheck while CURRENT, independent of NATS (FR-APR10).
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="interval must be between 1s and 24h"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// Backoff bounds the retry delays while RETRYING.
+	// +kubebuilder:default={base:"1s",cap:"5m"}
+	// +optional
+	Backoff *BackoffSpec `json:"backoff,omitempty"`
+
+	// LeaseDuration is the lifetime of the fenced PostgreSQL lease (FR-APR08).
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s') && duration(self) <= duration('10m')",message="leaseDuration must be between 5s and 10m"
+	// +optional
+	LeaseDuration *metav1.Duration `json:"leaseDuration,omitempty"`
+
+	// Suspend stops new cycles; the status keeps its last values.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// LeaseStatus mirrors the fenced lease row of the scope.
+type LeaseStatus struct {
+	// Owner is the identity holding the lease.
+	Owner string `json:"owner,omitempty"`
+	// Fence is incremented on every takeover; a replaced owner cannot commit.
+	Fence int64 `json:"fence,omitempty"`
+	// ExpiresAt is when the lease lapses unless renewed.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+}
+
+// ProjectionRecoveryStatus mirrors the catch-up cursor (FR-APR05, FR-APR11).
+type ProjectionRecoveryStatus struct {
+	// ObservedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// State is CATCHING_UP, CURRENT, RETRYING or BLOCKED; empty before the first cycle.
+	// +optional
+	State RecoveryState `json:"state,omitempty"`
+
+	// Reason is the stable code explaining State (a refusal code when RETRYING or BLOCKED).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// Message is a human-readable detail of Reason.
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// DescriptorHash is the member's projection descriptor the cursor is bound to.
+	// +optional
+	DescriptorHash string `json:"descriptorHash,omitempty"`
+
+	// VerifiedThroughSeq is the consensus sequence through which the projection is proven complete.
+	// +optional
+	VerifiedThroughSeq int64 `json:"verifiedThroughSeq"`
+
+	// ObservedBoundarySeq is the member's applied boundary B last observed.
+	// +optional
+	ObservedBoundarySeq int64 `json:"observedBoundarySeq"`
+
+	// Lag is ObservedBoundarySeq - VerifiedThroughSeq.
+	// +optional
+	Lag int64 `json:"lag"`
+
+	// ChainDigest is the output-chain digest through VerifiedThroughSeq.
+	// +optional
+	ChainDigest string `json:"chainDigest,omitempty"`
+
+	// EventCount is the number of verified events through VerifiedThroughSeq.
+	// +optional
+	EventCount int64 `json:"eventCount"`
+
+	// LastSuccessfulVerification is when a page (or an idle answer) last verified.
+	// +optional
+	LastSuccessfulVerification *metav1.Time `json:"lastSuccessfulVerification,omitempty"`
+
+	// Lease mirrors the fenced lease of the scope.
+	// +optional
+	Lease *LeaseStatus `json:"lease,omitempty"`
+
+	// ConsecutiveFailures counts failed cycles since the last successful one.
+	// +optional
+	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+
+	// NextAttempt is when the controller plans the next cycle.
+	// +optional
+	NextAttempt *metav1.Time `json:"nextAttempt,omitempty"`
+
+	// Conditions: Ready, Reconciling, Stalled (kstatus compatible).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ProjectionRecovery makes one SQL projection scope provably complete again
+// after its live feed lost events.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=precovery;prec,categories=projection
+// +kubebuilder:printcolumn:name="Scope",type=string,JSONPath=`.spec.scope`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Verified",type=integer,JSONPath=`.status.verifiedThroughSeq`
+// +kubebuilder:printcolumn:name="Boundary",type=integer,JSONPath=`.status.observedBoundarySeq`
+// +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.lag`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
+// +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.status.lease.owner`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ProjectionRecovery struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ProjectionRecoverySpec   `json:"spec,omitempty"`
+	Status ProjectionRecoveryStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ProjectionRecoveryList contains a list of ProjectionRecovery.
+type ProjectionRecoveryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ProjectionRecovery `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ProjectionRecovery{}, &ProjectionRecoveryList{})
+}

@@ -1,0 +1,160 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command manager runs the projection-recovery operator.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/controllers"
+)
+
+type options struct {
+	metricsAddr             string
+	probeAddr               string
+	enableAutoRecovery      bool
+	maxConcurrentReconciles int
+	syncPeriod              time.Duration
+	leaderElect             bool
+	leaderElectionNamespace string
+	dev                     bool
+	logLevel                string
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address /healthz and /readyz bind to. Probes never depend on the recovery worker (FR-APR10).")
+	fs.BoolVar(&o.enableAutoRecovery, "enable-auto-recovery", false, "Apply verified pages to SQL. Off by default: the controller then only reports completeness (NFR-APR01).")
+	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "Scopes reconciled in parallel by this manager.")
+	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "Full resync period of the informer cache (cycles are scheduled by each resource's interval, not by this).")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Use Kubernetes leader election. Not needed for write safety, which comes from the PostgreSQL lease fence (FR-APR08).")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the in-cluster namespace).")
+	fs.BoolVar(&o.dev, "dev", false, "Human-readable console logs instead of JSON.")
+	fs.StringVar(&o.logLevel, "log-level", "info", "Minimum log level: debug, info, warn, error.")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.maxConcurrentReconciles < 1 {
+		return o, fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.maxConcurrentReconciles)
+	}
+	if o.syncPeriod < time.Minute {
+		return o, fmt.Errorf("--sync-period must be at least 1m, got %s", o.syncPeriod)
+	}
+	return o, nil
+}
+
+func newLogger(o options) (*zap.Logger, error) {
+	cfg := zap.NewProductionConfig()
+	if o.dev {
+		cfg = zap.NewDevelopmentConfig()
+		cfg.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+	}
+	lvl, err := zapcore.ParseLevel(o.logLevel)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.EncoderConfig.TimeKey = "ts"
+	cfg.EncoderConfig.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	return cfg.Build()
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	zl, err := newLogger(o)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = zl.Sync() }()
+	ctrl.SetLogger(zapr.NewLogger(zl))
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(recoveryv1.AddToScheme(scheme))
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "projection-recovery.recovery.projection.io",
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+		Cache:                   cache.Options{SyncPeriod: &o.syncPeriod},
+		// Shutdown cancels the running cycles; give them time to roll back and
+		// release their leases (FR-APR10).
+		GracefulShutdownTimeout: ptr(30 * time.Second),
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	rec := &controllers.ProjectionRecoveryReconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorder("projection-recovery"),
+		AutoRecovery:            o.enableAutoRecovery,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+	}
+	if err := rec.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up controller: %w", err)
+	}
+
+	// Probes only say the process and its API connection are alive; they never
+	// depend on the recovery worker, a source or a database (FR-APR10).
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+
+	log.Info("starting manager", "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		return fmt.Errorf("running manager: %w", err)
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }

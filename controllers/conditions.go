@@ -1,0 +1,83 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+)
+
+// conditionSet is the kstatus triple derived from one outcome. Computing all
+// three together (rather than setting them one by one in phases) guarantees
+// they never contradict each other: at most one of Ready, Reconciling and
+// Stalled is True, which is what kstatus needs to classify the object.
+type conditionSet struct {
+	ready, reconciling, stalled metav1.ConditionStatus
+	reason, message             string
+}
+
+// conditionsFor maps a state (or a pre-cycle situation expressed as a reason)
+// to the kstatus triple. It is pure and table-tested.
+func conditionsFor(state recoveryv1.RecoveryState, reason, message string) conditionSet {
+	switch state {
+	case recoveryv1.StateCurrent:
+		return conditionSet{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionFalse, recoveryv1.ReasonCurrent, message}
+	case recoveryv1.StateCatchingUp:
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, recoveryv1.ReasonCatchingUp, message}
+	case recoveryv1.StateRetrying:
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, recoveryv1.ReasonRetrying, message}
+	case recoveryv1.StateBlocked:
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, recoveryv1.ReasonBlocked, message}
+	}
+	// No state: the reason says why (awaiting the first cycle, a missing Secret...).
+	switch reason {
+	case recoveryv1.ReasonSecretNotFound, recoveryv1.ReasonInvalidSpec:
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, reason, message}
+	case recoveryv1.ReasonSuspended, recoveryv1.ReasonAutoRecoveryDisabled:
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse, reason, message}
+	}
+	if reason == "" {
+		reason = recoveryv1.ReasonAwaitingFirstCycle
+	}
+	return conditionSet{metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, reason, message}
+}
+
+// applyConditions writes the triple onto conditions for generation. now comes
+// from the injected clock; meta.SetStatusCondition keeps lastTransitionTime
+// when a condition's status does not change, so re-applying the same set is a
+// no-op and the status patch stays empty.
+func applyConditions(conds *[]metav1.Condition, set conditionSet, generation int64, now metav1.Time) {
+	for _, c := range []struct {
+		typ    string
+		status metav1.ConditionStatus
+	}{
+		{recoveryv1.ConditionReady, set.ready},
+		{recoveryv1.ConditionReconciling, set.reconciling},
+		{recoveryv1.ConditionStalled, set.stalled},
+	} {
+		meta.SetStatusCondition(conds, metav1.Condition{
+			Type:               c.typ,
+			Status:             c.status,
+			Reason:             set.reason,
+			Message:            set.message,
+			ObservedGeneration: generation,
+			LastTransitionTime: now,
+		})
+	}
+}

@@ -1,0 +1,187 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package controllers holds the ProjectionRecovery reconciler. Reconcile is
+// thin: get, finalizer, a slice of small phases over a scope struct, one
+// status patch, requeue. Decisions live in pure functions with an injected clock.
+package controllers
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+)
+
+// ProjectionRecoveryReconciler reconciles ProjectionRecovery objects.
+type ProjectionRecoveryReconciler struct {
+	client.Client
+	// APIReader reads Secrets without a cache, so the manager never lists and
+	// watches every Secret of the cluster just to resolve a few references.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+
+	// AutoRecovery enables writes to SQL. Off (the default), the controller
+	// reports completeness read-only (NFR-APR01: disabled by default).
+	AutoRecovery bool
+	// MaxConcurrentReconciles bounds parallel scopes on this manager.
+	MaxConcurrentReconciles int
+}
+
+// recoveryScope carries one reconcile's inputs and outputs between phases.
+type recoveryScope struct {
+	obj     *recoveryv1.ProjectionRecovery
+	now     time.Time
+	secrets resolvedSecrets
+
+	// state/reason/message is this reconcile's outcome; an empty state means
+	// no cycle ran and reason says why.
+	state   recoveryv1.RecoveryState
+	reason  string
+	message string
+	// done stops the remaining phases (a missing Secret, suspend...).
+	done bool
+}
+
+// phase is one small step of a reconcile. A phase that cannot continue sets
+// scope.done; an error aborts the reconcile and controller-runtime retries it.
+type phase func(ctx context.Context, s *recoveryScope) error
+
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile runs one bounded cycle for one scope and writes status once.
+func (r *ProjectionRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+
+	obj := &recoveryv1.ProjectionRecovery{}
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+
+	if !obj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, obj)
+	}
+	if !controllerutil.ContainsFinalizer(obj, recoveryv1.FinalizerName) {
+		// The finalizer exists so that deleting the resource releases the
+		// scope's lease; without it another manager would wait a full lease
+		// duration before it could take the scope over.
+		patch := client.MergeFrom(obj.DeepCopy())
+		controllerutil.AddFinalizer(obj, recoveryv1.FinalizerName)
+		if err := r.Patch(ctx, obj, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	s := &recoveryScope{obj: obj, now: r.Clock.Now()}
+	before := obj.DeepCopy()
+	var phaseErr error
+	for _, p := range r.phases() {
+		if phaseErr = p(ctx, s); phaseErr != nil || s.done {
+			break
+		}
+	}
+
+	result := r.computeStatus(s)
+	if err := r.patchStatus(ctx, before, obj); err != nil {
+		log.Error(err, "status patch failed")
+		return ctrl.Result{}, err
+	}
+	return result, phaseErr
+}
+
+func (r *ProjectionRecoveryReconciler) phases() []phase {
+	return []phase{
+		r.reconcileSuspend,
+		r.reconcileSecrets,
+		r.reconcileCycle,
+	}
+}
+
+// reconcileSuspend stops before any work when spec.suspend is set.
+func (r *ProjectionRecoveryReconciler) reconcileSuspend(_ context.Context, s *recoveryScope) error {
+	if s.obj.Spec.Suspend {
+		s.reason, s.message, s.done = recoveryv1.ReasonSuspended, "spec.suspend is true: no cycle runs", true
+	}
+	return nil
+}
+
+// reconcileCycle is where one bounded page cycle runs. Until the cycle is
+// wired it reports that no cycle has run.
+func (r *ProjectionRecoveryReconciler) reconcileCycle(_ context.Context, s *recoveryScope) error {
+	s.reason = recoveryv1.ReasonAwaitingFirstCycle
+	s.message = "no recovery cycle has run yet"
+	return nil
+}
+
+// finalize releases what the resource holds, then drops the finalizer.
+func (r *ProjectionRecoveryReconciler) finalize(ctx context.Context, obj *recoveryv1.ProjectionRecovery) error {
+	if !controllerutil.ContainsFinalizer(obj, recoveryv1.FinalizerName) {
+		return nil
+	}
+	patch := client.MergeFrom(obj.DeepCopy())
+	controllerutil.RemoveFinalizer(obj, recoveryv1.FinalizerName)
+	if err := r.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// SetupWithManager registers the controller.
+func (r *ProjectionRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&recoveryv1.ProjectionRecovery{}, builder.WithPredicates(
+			// Status patches must not re-trigger a reconcile: only spec
+			// changes (generation), finalizer/deletion changes and the
+			// controller's own RequeueAfter schedule cycles.
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletingPredicate()),
+		)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
+		Named("projectionrecovery").
+		Complete(r)
+}
+
+// deletingPredicate passes updates that mark the object for deletion, so the
+// finalizer runs even when the API server does not bump the generation.
+func deletingPredicate() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectNew != nil && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+		},
+	}
+}
