@@ -41,7 +41,7 @@ func TestEngine_PriceTimePriority(t *testing.T) {
 	e := New(TestDescriptor("s"))
 	apply(t, e, place(1, "s1", "a", wire.SideSell, "101", "1"))
 	apply(t, e, place(2, "s2", "b", wire.SideSell, "100", "1"))
-	apply(t, e, place(3, "s3", "c", wire.SideSell, "100", "1")) // same price, later: behind s2
+	apply(t, e, place(3, "s3", "c", wire.SideSell, "100", "1"))         // same price, later: behind s2
 	evs := apply(t, e, place(4, "b1", "d", wire.SideBuy, "100", "2.5")) // s1 @101 does not cross
 	// NEW, then per fill: trade, maker version, taker version
 	if len(evs) != 1+3*2 {

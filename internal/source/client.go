@@ -167,8 +167,9 @@ func malformed(format string, args ...any) error {
 //   - digestAfter == afterDigest, and digestThrough equals the chain recomputed
 //     from afterDigest over the wire bytes (FR-APR03; DIGEST_MISMATCH).
 //
-// An idle page carries no digests (the member does not replay for it, FR-APR04);
-// if it does carry them they must equal afterDigest.
+// An idle page carries no digests on the wire (the member does not replay for
+// it, FR-APR04); if it does carry them they must equal afterDigest. The
+// returned Page has DigestAfter == DigestThrough == afterDigest either way.
 //
 // What a page cannot prove alone (that it holds whole commands, that nothing
 // between two pages is missing) is proven across pages by the chain: the next
@@ -237,6 +238,9 @@ func VerifyPage(body []byte, afterSeq int64, afterDigest, expectDescriptor strin
 				return nil, &VerificationError{Code: VerifyDigestMismatch, Detail: "idle page digest " + truncate(d) + " != cursor digest " + afterDigest}
 			}
 		}
+		// Nothing changed since the cursor: the client fills the digests in,
+		// so a caller can always continue from (ThroughSeq, DigestThrough).
+		p.DigestAfter, p.DigestThrough = afterDigest, afterDigest
 		p.Events = []Event{}
 		return p, nil
 	}
