@@ -1,0 +1,180 @@
+package source
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/chain"
+)
+
+// tamper serves the real member's page after rewriting it with edit.
+func tamper(t *testing.T, edit func(p map[string]any)) *Client {
+	t.Helper()
+	l := buildLog(t, 30, 0)
+	real := NewHandler(l, HandlerOptions{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		real.ServeHTTP(rec, r)
+		var p map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+			t.Error(err)
+		}
+		edit(p)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.Code)
+		json.NewEncoder(w).Encode(p)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(ClientConfig{BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func verificationCode(err error) string {
+	var ve *VerificationError
+	if errors.As(err, &ve) {
+		return ve.Code
+	}
+	return "not a VerificationError: " + errString(err)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+func events(p map[string]any) []any { return p["events"].([]any) }
+
+func setWire(p map[string]any, i int, s string) {
+	events(p)[i].(map[string]any)["wire"] = base64.StdEncoding.EncodeToString([]byte(s))
+}
+
+func TestClient_VerificationFailures(t *testing.T) {
+	cases := []struct {
+		name, code string
+		edit       func(p map[string]any)
+	}{
+		{"protocol", VerifyProtocolMismatch, func(p map[string]any) { p["protocolVersion"] = 2 }},
+		{"descriptor", VerifyDescriptorMismatch, func(p map[string]any) { p["descriptorHash"] = strings.Repeat("a", 64) }},
+		{"descriptor shape", VerifyMalformedPage, func(p map[string]any) { p["descriptorHash"] = "xyz" }},
+		{"afterSeq echo", VerifyAfterSeqMismatch, func(p map[string]any) { p["afterSeq"] = 1 }},
+		{"through beyond boundary", VerifyOrdering, func(p map[string]any) { p["throughSeq"] = 31 }},
+		{"digestAfter", VerifyDigestMismatch, func(p map[string]any) { p["digestAfter"] = strings.Repeat("b", 64) }},
+		{"digestThrough", VerifyDigestMismatch, func(p map[string]any) { p["digestThrough"] = strings.Repeat("c", 64) }},
+		{"dropped event", VerifyDigestMismatch, func(p map[string]any) { p["events"] = events(p)[1:] }},
+		{"reordered", VerifyDigestMismatch, func(p map[string]any) {
+			e := events(p) // swap two events of one command: ordering holds, the chain does not
+			for i := 0; i+1 < len(e); i++ {
+				if e[i].(map[string]any)["seq"] == e[i+1].(map[string]any)["seq"] {
+					e[i], e[i+1] = e[i+1], e[i]
+					return
+				}
+			}
+			panic("no command with two events in the page")
+		}},
+		{"seq decreasing", VerifyOrdering, func(p map[string]any) {
+			e := events(p)
+			e[0], e[len(e)-1] = e[len(e)-1], e[0]
+		}},
+		{"seq outside page", VerifyOrdering, func(p map[string]any) { events(p)[0].(map[string]any)["seq"] = 0 }},
+		{"wire seq mismatch", VerifyOrdering, func(p map[string]any) {
+			setWire(p, 0, `{"type":"opening","seq":2,"account":"acct-1","instrument":"BTC-USD","quantity":"1","avgCost":"1"}`)
+		}},
+		{"wire not protocol v1", VerifyMalformedPage, func(p map[string]any) { setWire(p, 0, `{"type":"opening","seq":1}`) }},
+		{"wire float amount", VerifyMalformedPage, func(p map[string]any) {
+			setWire(p, 0, `{"type":"opening","seq":1,"account":"acct-1","instrument":"BTC-USD","quantity":1,"avgCost":"1"}`)
+		}},
+		{"wire not base64", VerifyMalformedPage, func(p map[string]any) { events(p)[0].(map[string]any)["wire"] = "!!" }},
+		{"missing boundary", VerifyMalformedPage, func(p map[string]any) { delete(p, "boundarySeq") }},
+		{"float seq", VerifyMalformedPage, func(p map[string]any) { p["throughSeq"] = 1.5 }},
+		{"idle lie", VerifyMalformedPage, func(p map[string]any) { p["idle"] = true }},
+		{"not advancing", VerifyMalformedPage, func(p map[string]any) { p["throughSeq"] = 0; p["events"] = []any{} }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cl := tamper(t, c.edit)
+			_, err := cl.Fetch(context.Background(), 0, chain.Genesis, desc.Hash(), 200)
+			if got := verificationCode(err); got != c.code {
+				t.Fatalf("want %s, got %s", c.code, got)
+			}
+			if IsTransient(err) {
+				t.Fatal("verification failures are not transient")
+			}
+		})
+	}
+	// Unedited, the same proxy passes: the cases above fail for their edit only.
+	if _, err := tamper(t, func(map[string]any) {}).Fetch(context.Background(), 0, chain.Genesis, desc.Hash(), 200); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClient_BodyTooLarge(t *testing.T) {
+	l := buildLog(t, 200, 0)
+	f := serve(t, l, HandlerOptions{})
+	c, _ := NewClient(ClientConfig{BaseURL: f.srv.URL, MaxBodyBytes: 2048})
+	_, err := c.Fetch(context.Background(), 0, chain.Genesis, desc.Hash(), 1000)
+	if got := verificationCode(err); got != VerifyBodyTooLarge {
+		t.Fatalf("got %s", got)
+	}
+}
+
+func TestClient_UnavailableIsTransient(t *testing.T) {
+	// 5xx
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "boom", http.StatusBadGateway)
+	}))
+	c, _ := NewClient(ClientConfig{BaseURL: srv.URL})
+	_, err := c.Fetch(context.Background(), 0, chain.Genesis, "", 5)
+	var ue *UnavailableError
+	if !errors.As(err, &ue) || ue.Status != 502 || !IsTransient(err) {
+		t.Fatalf("5xx: %v", err)
+	}
+	srv.Close()
+	// connection refused
+	_, err = c.Fetch(context.Background(), 0, chain.Genesis, "", 5)
+	if !errors.As(err, &ue) || !IsTransient(err) {
+		t.Fatalf("closed: %v", err)
+	}
+	// timeout
+	block := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
+	defer slow.Close()
+	defer close(block)
+	c2, _ := NewClient(ClientConfig{BaseURL: slow.URL, Timeout: 50 * time.Millisecond})
+	start := time.Now()
+	_, err = c2.Fetch(context.Background(), 0, chain.Genesis, "", 5)
+	if !errors.As(err, &ue) || !IsTransient(err) || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Fatalf("timeout: %v", err)
+	}
+}
+
+func TestClient_ArgumentChecks(t *testing.T) {
+	c, _ := NewClient(ClientConfig{BaseURL: "http://127.0.0.1:1"})
+	for _, f := range []func() error{
+		func() error { _, err := c.Fetch(context.Background(), -1, chain.Genesis, "", 5); return err },
+		func() error { _, err := c.Fetch(context.Background(), 0, "abc", "", 5); return err },
+		func() error { _, err := c.Fetch(context.Background(), 0, strings.Repeat("1", 64), "", 5); return err },
+		func() error { _, err := c.Fetch(context.Background(), 0, chain.Genesis, "", 0); return err },
+		func() error { _, err := c.Fetch(context.Background(), 0, chain.Genesis, "", MaxPageEvents+1); return err },
+	} {
+		err := f()
+		var ue *UnavailableError
+		if err == nil || errors.As(err, &ue) || IsTransient(err) {
+			t.Errorf("bad argument: %v", err)
+		}
+	}
+	if _, err := NewClient(ClientConfig{BaseURL: "ftp://x"}); err == nil {
+		t.Error("ftp base URL accepted")
+	}
+}
