@@ -1,0 +1,236 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
+	"github.com/projection-recovery/projection-recovery/internal/position"
+)
+
+// derive reads every touched key's pre-page row, basis and retained trades,
+// checks the key (UNPROVEN_INITIAL_BALANCE, OPENING_CONFLICT,
+// UNEXPLAINED_BALANCE) and re-derives it (R1).
+//
+// The balance rule (UNEXPLAINED_BALANCE), for every key the page touches
+// through an inserted OR an already retained trade or an opening:
+//
+//	stored quantity == start quantity + Σ signed quantity of the key's retained
+//	BOOKED trades after the start
+//
+// where start is the key's basis (the authoritative fold through the cursor
+// when a page last touched it) or, without one, its stored opening (0 when the
+// key has no row), and a key with retained trades must have a row. Quantity is
+// a sum, independent of order, so a correct arrival-order projection always
+// passes; only balances written without a retained trade behind them (manual
+// edits, lost updates, double applies) fail. Average cost is not compared: it
+// is order-dependent and is exactly what the re-derivation repairs (R1).
+func (w *pageTx) derive(ctx context.Context) error {
+	rows, err := w.tx.Query(ctx, `
+SELECT k.account, k.instrument, p.scope IS NOT NULL,
+       coalesce(p.quantity, 0), coalesce(p.avg_cost, 0), coalesce(p.opening_quantity, 0), coalesce(p.opening_avg_cost, 0),
+       coalesce(p.opening_proven, true), p.opening_seq, b.basis_seq, coalesce(b.quantity, 0), coalesce(b.avg_cost, 0)
+  FROM page_keys k
+  LEFT JOIN positions p ON p.scope = $1 AND p.account = k.account AND p.instrument = k.instrument
+  LEFT JOIN projection_catchup_basis b ON b.scope = $1 AND b.account = k.account AND b.instrument = k.instrument`, w.scope)
+	if err != nil {
+		return dbErr("store: read touched keys", err)
+	}
+	byKey := map[key]*posRow{}
+	w.rows = make([]posRow, 0, len(w.p.keys))
+	for rows.Next() {
+		var r posRow
+		if err := rows.Scan(&r.k.account, &r.k.instrument, &r.exists, &r.pre.Quantity, &r.pre.AvgCost, &r.openQty, &r.openAvg,
+			&r.openProven, &r.openSeq, &r.basisSeq, &r.basis.Quantity, &r.basis.AvgCost); err != nil {
+			rows.Close()
+			return dbErr("store: scan touched key", err)
+		}
+		w.rows = append(w.rows, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return dbErr("store: read touched keys", err)
+	}
+	for i := range w.rows {
+		byKey[w.rows[i].k] = &w.rows[i]
+	}
+
+	// Retained BOOKED trade legs of the touched keys after each key's basis
+	// (all of them without a basis): the trades of the page already retained
+	// and live trades newer than the page, which R1 keeps.
+	rows, err = w.tx.Query(ctx, `
+SELECT k.account, k.instrument, t.seq, t.trade_seq, 0, t.quantity, t.price
+  FROM page_keys k
+  LEFT JOIN projection_catchup_basis b ON b.scope = $1 AND b.account = k.account AND b.instrument = k.instrument
+  JOIN trades t ON t.scope = $1 AND t.buy_account = k.account AND t.instrument = k.instrument
+             AND t.seq > coalesce(b.basis_seq, 0) AND t.booking_status = 'BOOKED'
+UNION ALL
+SELECT k.account, k.instrument, t.seq, t.trade_seq, 1, -t.quantity, t.price
+  FROM page_keys k
+  LEFT JOIN projection_catchup_basis b ON b.scope = $1 AND b.account = k.account AND b.instrument = k.instrument
+  JOIN trades t ON t.scope = $1 AND t.sell_account = k.account AND t.instrument = k.instrument
+             AND t.seq > coalesce(b.basis_seq, 0) AND t.booking_status = 'BOOKED'`, w.scope)
+	if err != nil {
+		return dbErr("store: read retained trades", err)
+	}
+	retained := map[key][]position.Fill{}
+	for rows.Next() {
+		var k key
+		var f position.Fill
+		if err := rows.Scan(&k.account, &k.instrument, &f.Seq, &f.TradeSeq, &f.Leg, &f.Quantity, &f.Price); err != nil {
+			rows.Close()
+			return dbErr("store: scan retained trade", err)
+		}
+		retained[k] = append(retained[k], f)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return dbErr("store: read retained trades", err)
+	}
+
+	for i := range w.rows {
+		r := &w.rows[i]
+		open := w.p.openings[r.k]
+		if r.exists && !r.openProven && open == nil {
+			return refuse(CodeUnprovenInitialBalance, "key %s has an unproven opening balance %s@%s", r.describe(), r.openQty, r.openAvg)
+		}
+		start := position.State{Quantity: r.openQty, AvgCost: r.openAvg}
+		if r.basisSeq != nil {
+			start = r.basis
+		}
+		if open != nil {
+			switch {
+			case r.basisSeq != nil:
+				return refuse(CodeOpeningConflict, "opening of %s at seq %d arrives after verified trades (basis seq %d)", r.describe(), open.Seq, *r.basisSeq)
+			case r.openSeq != nil && (*r.openSeq != open.Seq || !r.openQty.Equal(open.Quantity) || !r.openAvg.Equal(open.AvgCost)):
+				return refuse(CodeOpeningConflict, "key %s retains opening %s@%s at seq %d, source %s@%s at seq %d",
+					r.describe(), r.openQty, r.openAvg, *r.openSeq, open.Quantity, open.AvgCost, open.Seq)
+			case r.openSeq == nil && !(r.openQty.IsZero() && r.openAvg.IsZero()) && !(r.openQty.Equal(open.Quantity) && r.openAvg.Equal(open.AvgCost)):
+				return refuse(CodeOpeningConflict, "key %s retains opening %s@%s without provenance, source %s@%s at seq %d",
+					r.describe(), r.openQty, r.openAvg, open.Quantity, open.AvgCost, open.Seq)
+			}
+		}
+		// Balance rule (see above), on the pre-page state.
+		expect := start.Quantity
+		for _, f := range retained[r.k] {
+			expect = expect.Add(f.Quantity)
+		}
+		if (!r.exists && len(retained[r.k]) > 0) || (r.exists && !r.pre.Quantity.Equal(expect)) {
+			return refuse(CodeUnexplainedBalance, "key %s holds %s but its opening and retained trades explain %s", r.describe(), r.pre.Quantity, expect)
+		}
+
+		// R1: all retained trades plus the ones the page inserts, in
+		// authoritative order from the proven start.
+		fills := retained[r.k]
+		for _, f := range w.p.fills[r.k] {
+			if !w.existing[f.tradeID] {
+				fills = append(fills, position.Fill{Seq: f.seq, TradeSeq: f.tradeSeq, Leg: f.leg, Quantity: f.qty, Price: f.price})
+			}
+		}
+		position.Sort(fills)
+		if open != nil {
+			start = position.State{Quantity: open.Quantity, AvgCost: open.AvgCost}
+			r.openQty, r.openAvg, r.openProven, r.openSeq = open.Quantity, open.AvgCost, true, &open.Seq
+		} else if !r.exists {
+			r.openQty, r.openAvg, r.openProven = decimal.Zero, decimal.Zero, true
+		}
+		s := start
+		r.newBasis = start
+		for _, f := range fills {
+			s = position.Apply(s, f.Quantity, f.Price)
+			if f.Seq <= w.p.through {
+				r.newBasis = s
+			}
+		}
+		r.final = s
+		r.changed = !r.exists || !r.final.Equal(r.pre)
+		if r.changed {
+			w.changed++
+		}
+	}
+	return nil
+}
+
+// write persists the page: missing trades, order versions, positions, basis,
+// outbox. Set-based: one statement per table.
+func (w *pageTx) write(ctx context.Context) error {
+	ct, err := w.tx.Exec(ctx, `
+INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
+                    buy_account, sell_account, ts, booking_status, written_by)
+SELECT $1, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
+       buy_account, sell_account, ts, 'BOOKED', 'recovery'
+  FROM page_trades
+ON CONFLICT (scope, trade_id) DO NOTHING`, w.scope)
+	if err != nil {
+		return dbErr("store: insert missing trades", err)
+	}
+	w.inserted = ct.RowsAffected()
+	ct, err = w.tx.Exec(ctx, `
+INSERT INTO order_events (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
+SELECT $1, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts FROM page_orders
+ON CONFLICT (scope, order_id, version) DO NOTHING`, w.scope)
+	if err != nil {
+		return dbErr("store: insert order events", err)
+	}
+	w.orderEvents = ct.RowsAffected()
+	// The current order row only moves forward: a newer version already
+	// written by the live feed is never rewound to the page's older one.
+	if _, err := w.tx.Exec(ctx, `
+INSERT INTO orders AS o (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
+SELECT DISTINCT ON (order_id) $1, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts
+  FROM page_orders ORDER BY order_id, version DESC
+ON CONFLICT (scope, order_id) DO UPDATE SET
+    version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account, instrument = EXCLUDED.instrument,
+    side = EXCLUDED.side, price = EXCLUDED.price, quantity = EXCLUDED.quantity, remaining = EXCLUDED.remaining,
+    status = EXCLUDED.status, ts = EXCLUDED.ts
+WHERE o.version < EXCLUDED.version`, w.scope); err != nil {
+		return dbErr("store: upsert orders", err)
+	}
+
+	pos := make([][]any, len(w.rows))
+	for i, r := range w.rows {
+		pos[i] = []any{r.k.account, r.k.instrument, r.final.Quantity, r.final.AvgCost, r.openQty, r.openAvg, r.openProven,
+			r.openSeq, r.newBasis.Quantity, r.newBasis.AvgCost, r.changed}
+	}
+	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{"page_positions"}, []string{"account", "instrument", "quantity", "avg_cost",
+		"opening_quantity", "opening_avg_cost", "opening_proven", "opening_seq", "basis_quantity", "basis_avg_cost", "changed"},
+		pgx.CopyFromRows(pos)); err != nil {
+		return dbErr("store: copy positions", err)
+	}
+	if _, err := w.tx.Exec(ctx, `
+INSERT INTO positions AS p (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
+SELECT $1, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, clock_timestamp()
+  FROM page_positions
+ON CONFLICT (scope, account, instrument) DO UPDATE SET
+    opening_quantity = EXCLUDED.opening_quantity, opening_avg_cost = EXCLUDED.opening_avg_cost,
+    opening_proven = EXCLUDED.opening_proven, opening_seq = EXCLUDED.opening_seq,
+    quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost, updated_at = EXCLUDED.updated_at
+WHERE (p.quantity, p.avg_cost, p.opening_quantity, p.opening_avg_cost, p.opening_proven, p.opening_seq)
+      IS DISTINCT FROM (EXCLUDED.quantity, EXCLUDED.avg_cost, EXCLUDED.opening_quantity, EXCLUDED.opening_avg_cost,
+                        EXCLUDED.opening_proven, EXCLUDED.opening_seq)`, w.scope); err != nil {
+		return dbErr("store: upsert positions", err)
+	}
+	if _, err := w.tx.Exec(ctx, `
+INSERT INTO projection_catchup_basis AS b (scope, account, instrument, basis_seq, quantity, avg_cost)
+SELECT $1, account, instrument, $2, basis_quantity, basis_avg_cost FROM page_positions
+ON CONFLICT (scope, account, instrument) DO UPDATE SET
+    basis_seq = EXCLUDED.basis_seq, quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost`, w.scope, w.p.through); err != nil {
+		return dbErr("store: upsert basis", err)
+	}
+	// R2: one outbox row per key whose final position differs from its
+	// pre-page value; published after commit by internal/notify.
+	if _, err := w.tx.Exec(ctx, `
+INSERT INTO projection_catchup_outbox (msg_id, scope, account, instrument, quantity, avg_cost, cursor_seq)
+SELECT `+msgIDSQL+`, $1, account, instrument, quantity, avg_cost, $2 FROM page_positions WHERE changed
+ON CONFLICT (msg_id) DO NOTHING`, w.scope, w.p.through); err != nil {
+		return dbErr("store: outbox", err)
+	}
+	return nil
+}
+
+// msgIDSQL is the notification idempotency key (Nats-Msg-Id):
+// position/<scope>/<account>/<instrument>/<cursor seq>, components
+// percent-free but length-prefixed so that '/' inside a name cannot collide.
+const msgIDSQL = `'position/' || length($1::text) || ':' || $1::text || '/' || length(account) || ':' || account || '/' ||
+       length(instrument) || ':' || instrument || '/' || $2::bigint`

@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const testDescriptor = storetest.Descriptor
+
+var ctxb = context.Background()
+
+// newStore: a fresh database with base schema and the ri06 migration.
+func newStore(t testing.TB) *Store {
+	t.Helper()
+	s := New(pgtest.New(t))
+	if err := s.EnsureBaseSchema(ctxb); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctxb); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func mustExec(t testing.TB, s *Store, sql string, args ...any) {
+	t.Helper()
+	if _, err := s.pool.Exec(ctxb, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// addRun inserts the selected, managed, epoch-v1 run of scope.
+func addRun(t testing.TB, s *Store, scope, phase string, frozen *int64) Run {
+	t.Helper()
+	mustExec(t, s, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version, frozen_seq)
+VALUES ($1, 1, true, true, $2, $3, 1, $4)`, scope, phase, testDescriptor, frozen)
+	r, err := s.SelectedRun(ctxb, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func lease(t testing.TB, s *Store, scope, owner string) Lease {
+	t.Helper()
+	l, err := s.AcquireLease(ctxb, scope, owner, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// catchUp applies pages until the cursor reaches the boundary.
+func catchUp(t testing.TB, s *Store, l Lease, run Run, src *storetest.Ledger, max int) PageResult {
+	t.Helper()
+	var res PageResult
+	for i := 0; ; i++ {
+		c, err := s.ReadCursor(ctxb, run.Scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err = s.ApplyPage(ctxb, l, run, src.Page(c.VerifiedThroughSeq, max))
+		if err != nil {
+			t.Fatalf("page after %d: %v", c.VerifiedThroughSeq, err)
+		}
+		if res.Current() {
+			return res
+		}
+		if i > 1_000_000 {
+			t.Fatal("no progress")
+		}
+	}
+}
+
+func wantCode(t testing.TB, err error, code Code) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("want refusal %s, got success", code)
+	}
+	if got := CodeOf(err); got != code {
+		t.Fatalf("want %s, got %s (%v)", code, got, err)
+	}
+}
+
+// snapshot is a dump of every projection table, to prove "nothing written".
+func snapshot(t testing.TB, s *Store) string {
+	t.Helper()
+	var out string
+	for _, q := range []string{
+		`SELECT coalesce(string_agg(t::text, '|' ORDER BY trade_id), '') FROM trades t`,
+		`SELECT coalesce(string_agg(o::text, '|' ORDER BY order_id), '') FROM orders o`,
+		`SELECT coalesce(string_agg(e::text, '|' ORDER BY order_id, version), '') FROM order_events e`,
+		`SELECT coalesce(string_agg(p::text, '|' ORDER BY account, instrument), '') FROM (SELECT scope, account, instrument, quantity, avg_cost, opening_quantity, opening_seq FROM positions) p`,
+		`SELECT coalesce(string_agg(c::text, '|'), '') FROM (SELECT scope, verified_through_seq, chain_digest, event_count, state FROM projection_catchup_cursor) c`,
+		`SELECT coalesce(string_agg(b::text, '|' ORDER BY account, instrument), '') FROM projection_catchup_basis b`,
+		`SELECT coalesce(string_agg(o::text, '|' ORDER BY msg_id), '') FROM (SELECT msg_id, quantity, avg_cost FROM projection_catchup_outbox) o`,
+		`SELECT coalesce(string_agg(r::text, '|' ORDER BY run_id), '') FROM (SELECT run_id, phase, selected, checkpoint_seq, frozen_seq FROM projection_runs) r`,
+	} {
+		var v string
+		if err := s.pool.QueryRow(ctxb, q).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		out += v + "\n"
+	}
+	return out
+}
+
+func positionOf(t testing.TB, s *Store, scope, acct, instr string) (decimal.Decimal, decimal.Decimal) {
+	t.Helper()
+	var q, a decimal.Decimal
+	if err := s.pool.QueryRow(ctxb, `SELECT quantity, avg_cost FROM positions WHERE scope=$1 AND account=$2 AND instrument=$3`,
+		scope, acct, instr).Scan(&q, &a); err != nil {
+		t.Fatalf("position %s/%s: %v", acct, instr, err)
+	}
+	return q, a
+}
+
+func outbox(t testing.TB, s *Store) []string {
+	t.Helper()
+	rows, err := s.pool.Query(ctxb, `SELECT account || '/' || instrument || '=' || quantity::text || '@' || avg_cost::text FROM projection_catchup_outbox ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}

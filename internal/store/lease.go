@@ -1,0 +1,124 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Lease is ownership of a scope's recovery writes (FR-APR08). Fence increases
+// on every takeover by a new owner and on every acquire after expiry, so a
+// replaced owner's Fence can never match the row again.
+type Lease struct {
+	Scope     string
+	Owner     string
+	Fence     int64
+	ExpiresAt time.Time
+}
+
+// AcquireLease takes or re-takes the scope's lease. A new owner succeeds only if
+// the current lease is expired; the same owner re-acquiring an unexpired lease
+// keeps its fence. All times are the database clock (clock_timestamp), so
+// managers with skewed clocks agree. While an in-flight page holds the row lock
+// this statement waits for it (the takeover cannot interleave with the page).
+// Returns a LEASE_HELD refusal when another owner holds an unexpired lease.
+func (s *Store) AcquireLease(ctx context.Context, scope, owner string, ttl time.Duration) (Lease, error) {
+	if scope == "" || owner == "" || ttl <= 0 {
+		return Lease{}, errors.New("store: AcquireLease needs scope, owner and a positive ttl")
+	}
+	l := Lease{Scope: scope}
+	err := s.pool.QueryRow(ctx, `
+INSERT INTO projection_catchup_lease AS l (scope, owner, fence, expires_at, acquired_at, renewed_at)
+VALUES ($1, $2, 1, clock_timestamp() + $3::bigint * interval '1 microsecond', clock_timestamp(), clock_timestamp())
+ON CONFLICT (scope) DO UPDATE SET
+    fence       = CASE WHEN l.owner <> EXCLUDED.owner OR l.expires_at <= clock_timestamp() THEN l.fence + 1 ELSE l.fence END,
+    acquired_at = CASE WHEN l.owner <> EXCLUDED.owner OR l.expires_at <= clock_timestamp() THEN clock_timestamp() ELSE l.acquired_at END,
+    owner       = EXCLUDED.owner,
+    expires_at  = EXCLUDED.expires_at,
+    renewed_at  = clock_timestamp()
+WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
+RETURNING owner, fence, expires_at`, scope, owner, ttl.Microseconds()).Scan(&l.Owner, &l.Fence, &l.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Lease{}, refuse(CodeLeaseHeld, "scope %q is leased by another owner", scope)
+	}
+	if err != nil {
+		return Lease{}, dbErr("store: acquire lease", err)
+	}
+	return l, nil
+}
+
+// RenewLease extends an unexpired lease we still hold (same owner and fence).
+// LEASE_LOST when it was taken over, released or has expired: the caller must
+// stop writing and acquire again (which increments the fence).
+func (s *Store) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+	out := l
+	err := s.pool.QueryRow(ctx, `
+UPDATE projection_catchup_lease
+   SET expires_at = clock_timestamp() + $4::bigint * interval '1 microsecond', renewed_at = clock_timestamp()
+ WHERE scope = $1 AND owner = $2 AND fence = $3 AND expires_at > clock_timestamp()
+RETURNING expires_at`, l.Scope, l.Owner, l.Fence, ttl.Microseconds()).Scan(&out.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Lease{}, refuse(CodeLeaseLost, "lease on %q (owner %q fence %d) is no longer held", l.Scope, l.Owner, l.Fence)
+	}
+	if err != nil {
+		return Lease{}, dbErr("store: renew lease", err)
+	}
+	return out, nil
+}
+
+// ReleaseLease expires our lease now (the row stays, so the fence keeps
+// counting). Releasing a lease we no longer hold is a no-op.
+func (s *Store) ReleaseLease(ctx context.Context, l Lease) error {
+	_, err := s.pool.Exec(ctx, `
+UPDATE projection_catchup_lease SET expires_at = clock_timestamp()
+ WHERE scope = $1 AND owner = $2 AND fence = $3 AND expires_at > clock_timestamp()`, l.Scope, l.Owner, l.Fence)
+	return dbErr("store: release lease", err)
+}
+
+// ReleaseAll expires every lease held by owner (shutdown, FR-APR10).
+func (s *Store) ReleaseAll(ctx context.Context, owner string) error {
+	_, err := s.pool.Exec(ctx, `
+UPDATE projection_catchup_lease SET expires_at = clock_timestamp()
+ WHERE owner = $1 AND expires_at > clock_timestamp()`, owner)
+	return dbErr("store: release all leases", err)
+}
+
+// ReadLease returns the scope's lease row as stored (zero Lease when absent).
+func (s *Store) ReadLease(ctx context.Context, scope string) (Lease, error) {
+	l := Lease{Scope: scope}
+	err := s.pool.QueryRow(ctx, `SELECT owner, fence, expires_at FROM projection_catchup_lease WHERE scope = $1`, scope).
+		Scan(&l.Owner, &l.Fence, &l.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Lease{Scope: scope}, nil
+	}
+	return l, dbErr("store: read lease", err)
+}
+
+// lockLease is the fence check of every write transaction (FR-APR08): it
+// re-reads the lease row FOR UPDATE and requires our owner and fence and an
+// unexpired lease. The row lock is held until the transaction ends, so a
+// takeover (AcquireLease updates the same row) waits for our commit, and a
+// replaced owner fails here instead of committing.
+func lockLease(ctx context.Context, tx pgx.Tx, l Lease) error {
+	var owner string
+	var fence int64
+	var live bool
+	err := tx.QueryRow(ctx, `
+SELECT owner, fence, expires_at > clock_timestamp()
+  FROM projection_catchup_lease WHERE scope = $1 FOR UPDATE`, l.Scope).Scan(&owner, &fence, &live)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return refuse(CodeLeaseLost, "no lease row for scope %q", l.Scope)
+	}
+	if err != nil {
+		return dbErr("store: lock lease", err)
+	}
+	if owner != l.Owner || fence != l.Fence {
+		return refuse(CodeLeaseLost, "scope %q is now leased by %q fence %d (we are %q fence %d)", l.Scope, owner, fence, l.Owner, l.Fence)
+	}
+	if !live {
+		return refuse(CodeLeaseLost, "lease on %q (owner %q fence %d) expired", l.Scope, l.Owner, l.Fence)
+	}
+	return nil
+}

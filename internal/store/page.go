@@ -1,0 +1,198 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/projection-recovery/projection-recovery/internal/source"
+)
+
+// PageResult is what one committed page proved and wrote.
+type PageResult struct {
+	Scope              string
+	AfterSeq           int64
+	VerifiedThroughSeq int64  // new cursor
+	ChainDigest        string // digest through VerifiedThroughSeq
+	EventCount         int64  // total events verified since genesis
+	BoundarySeq        int64  // the page's source boundary
+	Applied            int    // events of this page applied (a DRAINING run may keep a prefix)
+	InsertedTrades     int64  // trades the live feed had lost
+	OrderEvents        int64  // order versions newly persisted
+	TouchedKeys        int    // position keys re-derived
+	ChangedKeys        int    // keys whose position differs from the pre-page value (outbox rows, R2)
+	State              string // CURRENT or CATCHING_UP
+}
+
+// Current reports whether the cursor reached the source boundary (or the frozen seq).
+func (r PageResult) Current() bool { return r.State == StateCurrent }
+
+// SetAfterCommit registers f to run after each committed page that wrote
+// notifications (e.g. notify.Publisher.Kick). Never called on rollback.
+func (s *Store) SetAfterCommit(f func(scope string)) { s.afterCommit = f }
+
+// ApplyPage applies one verified page in ONE transaction (FR-APR06). The page
+// was fetched before (never hold a transaction across HTTP). In order:
+//
+//  1. decode, hash and order-check the page (outside the transaction);
+//  2. take the scope's projection write lock (WriteLock), so no live write interleaves;
+//  3. re-read the lease row FOR UPDATE: owner, fence, unexpired (FR-APR08);
+//  4. re-read the selected run: changed since the caller read it → SUPERSEDED,
+//     nothing written (FR-APR09; runs are read, never written);
+//  5. re-read the cursor: afterSeq and digestAfter must be its verified-through
+//     and digest; descriptor and protocol must match (FR-APR05/07); a cursor at
+//     genesis bootstraps: every retained row is re-verified (FR-APR07);
+//  6. refuse unknown legacy history, orphans, immutable/provenance conflicts,
+//     rejected bookings, order rows differing from their source event,
+//     unproven openings and unexplained balances of every touched key;
+//  7. insert missing trades set-based; persist order versions without
+//     rewinding newer ones; re-derive every touched key from all retained
+//     trades in (seq, tradeSeq) order (R1); write outbox rows for keys whose
+//     final position differs from the pre-page value (R2);
+//  8. advance the cursor by compare-and-set on the old verified-through,
+//     digest and boundary.
+//
+// Any refusal or error rolls everything back: a *Refusal (see CodeOf) means
+// nothing was written.
+func (s *Store) ApplyPage(ctx context.Context, l Lease, run Run, page *source.Page) (PageResult, error) {
+	if l.Scope != run.Scope {
+		return PageResult{}, fmt.Errorf("store: lease is for scope %q, run for %q", l.Scope, run.Scope)
+	}
+	p, err := prepare(run, page)
+	if err != nil {
+		return PageResult{}, err
+	}
+	var res PageResult
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = s.applyTx(ctx, tx, l, run, p)
+		return err
+	})
+	if err != nil {
+		return PageResult{}, dbErr("store: apply page", err)
+	}
+	if res.ChangedKeys > 0 && s.afterCommit != nil {
+		s.afterCommit(run.Scope)
+	}
+	return res, nil
+}
+
+func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *prepared) (PageResult, error) {
+	scope := run.Scope
+	if err := WriteLock(ctx, tx, scope); err != nil {
+		return PageResult{}, err
+	}
+	if err := lockLease(ctx, tx, l); err != nil {
+		return PageResult{}, err
+	}
+	if h := s.hooks.afterLeaseLocked; h != nil {
+		if err := h(ctx); err != nil {
+			return PageResult{}, err
+		}
+	}
+	now, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM projection_runs WHERE scope = $1 AND selected FOR SHARE`, scope))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return PageResult{}, refuse(CodeSuperseded, "scope %q no longer has a selected run", scope)
+	}
+	if err != nil {
+		return PageResult{}, dbErr("store: re-read run", err)
+	}
+	if !now.sameBarrier(run) {
+		return PageResult{}, refuse(CodeSuperseded, "run changed: was %d/%s/%s, now %d/%s/%s",
+			run.RunID, run.Phase, run.DescriptorHash, now.RunID, now.Phase, now.DescriptorHash)
+	}
+
+	cur, err := scanCursor(tx.QueryRow(ctx, `SELECT `+cursorColumns+` FROM projection_catchup_cursor WHERE scope = $1 FOR UPDATE`, scope))
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, err = Genesis(scope), nil
+	}
+	if err != nil {
+		return PageResult{}, dbErr("store: re-read cursor", err)
+	}
+	pg := p.page
+	switch {
+	case cur.DescriptorHash != "" && cur.DescriptorHash != pg.DescriptorHash:
+		return PageResult{}, refuse(CodeDescriptorMismatch, "cursor descriptor %s, page %s", cur.DescriptorHash, pg.DescriptorHash)
+	case cur.ProtocolVersion != 0 && cur.ProtocolVersion != pg.ProtocolVersion:
+		return PageResult{}, refuse(CodeProtocolMismatch, "cursor protocol %d, page %d", cur.ProtocolVersion, pg.ProtocolVersion)
+	case pg.AfterSeq != cur.VerifiedThroughSeq:
+		return PageResult{}, refuse(CodeCursorMoved, "page starts at %d, cursor is at %d", pg.AfterSeq, cur.VerifiedThroughSeq)
+	case pg.DigestAfter != cur.ChainDigest:
+		return PageResult{}, refuse(CodeChainMismatch, "page digestAfter %s, cursor digest %s at seq %d", pg.DigestAfter, cur.ChainDigest, cur.VerifiedThroughSeq)
+	}
+	if cur.VerifiedThroughSeq == 0 {
+		// FR-APR07 bootstrap: a cursor at genesis trusts nothing derived
+		// before; drop any basis so every key is re-derived from its opening.
+		if _, err := tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1`, scope); err != nil {
+			return PageResult{}, dbErr("store: reset basis", err)
+		}
+	}
+
+	w := &pageTx{tx: tx, scope: scope, p: p}
+	if err := w.checkLegacy(ctx); err != nil {
+		return PageResult{}, err
+	}
+	if err := w.load(ctx); err != nil {
+		return PageResult{}, err
+	}
+	if err := w.checkTrades(ctx); err != nil {
+		return PageResult{}, err
+	}
+	if err := w.checkOrders(ctx); err != nil {
+		return PageResult{}, err
+	}
+	if err := w.derive(ctx); err != nil {
+		return PageResult{}, err
+	}
+	if err := w.write(ctx); err != nil {
+		return PageResult{}, err
+	}
+
+	state := StateCatchingUp
+	if p.through == pg.BoundarySeq || (run.Phase == PhaseDraining && p.through == *run.FrozenSeq) {
+		state = StateCurrent
+	}
+	res := PageResult{
+		Scope: scope, AfterSeq: pg.AfterSeq, VerifiedThroughSeq: p.through, ChainDigest: p.digest,
+		EventCount: cur.EventCount + int64(p.applied), BoundarySeq: pg.BoundarySeq, Applied: p.applied,
+		InsertedTrades: w.inserted, OrderEvents: w.orderEvents, TouchedKeys: len(p.keys), ChangedKeys: w.changed, State: state,
+	}
+	// Compare-and-set on the cursor we read: if anything moved it, refuse.
+	var tag int64
+	if !cur.Exists {
+		ct, err := tx.Exec(ctx, `
+INSERT INTO projection_catchup_cursor (scope, descriptor_hash, protocol_version, verified_through_seq, chain_digest,
+    event_count, last_observed_boundary_seq, state, blocked_reason, last_verified_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, clock_timestamp())
+ON CONFLICT (scope) DO NOTHING`, scope, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest,
+			res.EventCount, pg.BoundarySeq, state)
+		if err != nil {
+			return PageResult{}, dbErr("store: create cursor", err)
+		}
+		tag = ct.RowsAffected()
+	} else {
+		ct, err := tx.Exec(ctx, `
+UPDATE projection_catchup_cursor
+   SET descriptor_hash = $2, protocol_version = $3, verified_through_seq = $4, chain_digest = $5, event_count = $6,
+       last_observed_boundary_seq = greatest(last_observed_boundary_seq, $7), state = $8, blocked_reason = NULL,
+       last_verified_at = clock_timestamp(), updated_at = clock_timestamp()
+ WHERE scope = $1 AND verified_through_seq = $9 AND chain_digest = $10 AND last_observed_boundary_seq = $11`,
+			scope, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest, res.EventCount,
+			pg.BoundarySeq, state, cur.VerifiedThroughSeq, cur.ChainDigest, cur.LastObservedBoundarySeq)
+		if err != nil {
+			return PageResult{}, dbErr("store: advance cursor", err)
+		}
+		tag = ct.RowsAffected()
+	}
+	if tag != 1 {
+		return PageResult{}, refuse(CodeCursorMoved, "cursor of %q moved during the page", scope)
+	}
+	if h := s.hooks.beforeCommit; h != nil {
+		if err := h(ctx); err != nil {
+			return PageResult{}, err
+		}
+	}
+	return res, nil
+}

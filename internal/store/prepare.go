@@ -1,0 +1,176 @@
+package store
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/projection-recovery/projection-recovery/internal/chain"
+	"github.com/projection-recovery/projection-recovery/internal/source"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
+)
+
+// key is a position key.
+type key struct{ account, instrument string }
+
+// prepared is a page checked and decoded before any transaction starts: pure
+// work (decoding, hashing) never holds the projection write lock.
+type prepared struct {
+	page     *source.Page
+	after    int64  // A: the cursor the page must start at
+	through  int64  // T': throughSeq, or frozen_seq for a DRAINING run if lower
+	digest   string // chain digest through T'
+	applied  int    // events with seq <= T'
+	trades   [][]any
+	orders   [][]any
+	tradeBy  map[string]*wire.Trade
+	openings map[key]*wire.Opening
+	keys     []key
+	fills    map[key][]fillRow // page trade legs by key (for trades found missing)
+}
+
+// tsSQL is the SQL representation of a source timestamp: timestamptz keeps
+// microseconds and pgx truncates (never rounds) the nanoseconds when encoding,
+// so the reviewed comparator is "row ts == source ts truncated to the
+// microsecond". Comparing at nanoseconds would refuse every correct row;
+// rounding would disagree with what the live projector wrote.
+func tsSQL(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// prepare verifies identity, ordering, decoding and the chain (FR-APR03/06/07)
+// and decodes the rows the transaction will need. It does not know the cursor;
+// the transaction checks afterSeq and digestAfter against it.
+func prepare(run Run, page *source.Page) (*prepared, error) {
+	if err := run.Eligible(); err != nil {
+		return nil, err
+	}
+	if page == nil {
+		return nil, refuse(CodeOrderingViolation, "nil page")
+	}
+	switch {
+	case page.ProtocolVersion != wire.ProtocolVersion:
+		return nil, refuse(CodeProtocolMismatch, "page protocol %d, consumer speaks %d", page.ProtocolVersion, wire.ProtocolVersion)
+	case page.ProtocolVersion != run.ProtocolVersion:
+		return nil, refuse(CodeProtocolMismatch, "page protocol %d, run %d", page.ProtocolVersion, run.ProtocolVersion)
+	case page.DescriptorHash != run.DescriptorHash:
+		return nil, refuse(CodeDescriptorMismatch, "page descriptor %s, run %s", page.DescriptorHash, run.DescriptorHash)
+	case !chain.Valid(page.DigestAfter) || !chain.Valid(page.DigestThrough):
+		return nil, refuse(CodeChainMismatch, "page digests are not 64 lowercase hex")
+	case page.AfterSeq < 0 || page.AfterSeq > page.ThroughSeq || page.ThroughSeq > page.BoundarySeq:
+		return nil, refuse(CodeOrderingViolation, "need 0 <= afterSeq %d <= throughSeq %d <= boundarySeq %d", page.AfterSeq, page.ThroughSeq, page.BoundarySeq)
+	case page.Idle && (len(page.Events) > 0 || page.ThroughSeq != page.AfterSeq || page.AfterSeq != page.BoundarySeq):
+		return nil, refuse(CodeOrderingViolation, "idle page must be empty with afterSeq == throughSeq == boundarySeq")
+	}
+	if c := run.RecoveryCheckpointDescriptorHash; c != "" && c != page.DescriptorHash {
+		return nil, refuse(CodeExplicitCheckpointMismatch, "explicit-recovery checkpoint descriptor %s, page %s", c, page.DescriptorHash)
+	}
+	if v := run.RecoveryCheckpointProtocolVersion; v != 0 && v != page.ProtocolVersion {
+		return nil, refuse(CodeExplicitCheckpointMismatch, "explicit-recovery checkpoint protocol %d, page %d", v, page.ProtocolVersion)
+	}
+
+	p := &prepared{page: page, after: page.AfterSeq, through: page.ThroughSeq,
+		tradeBy: map[string]*wire.Trade{}, openings: map[key]*wire.Opening{}, fills: map[key][]fillRow{}}
+	if run.Phase == PhaseDraining {
+		// FR-APR09: a DRAINING scope is caught up only to its frozen sequence.
+		f := *run.FrozenSeq
+		if page.AfterSeq > f {
+			return nil, refuse(CodeBeyondFrozen, "afterSeq %d is past frozen seq %d", page.AfterSeq, f)
+		}
+		if f < p.through {
+			p.through = f
+		}
+	}
+
+	// Chain: recompute every digest from digestAfter; the whole page must hash
+	// to digestThrough even when a DRAINING run keeps only a prefix, since that
+	// is what proves the kept events authentic.
+	d, digestAt := page.DigestAfter, page.DigestAfter
+	ckptDigest := page.DigestAfter
+	var last int64 = page.AfterSeq
+	orderSeen := map[[2]any]bool{}
+	seenKey := map[key]bool{}
+	addKey := func(k key) {
+		if !seenKey[k] {
+			seenKey[k] = true
+			p.keys = append(p.keys, k)
+		}
+	}
+	for i, ev := range page.Events {
+		if ev.Seq <= page.AfterSeq || ev.Seq > page.ThroughSeq || ev.Seq < last {
+			return nil, refuse(CodeOrderingViolation, "event %d has seq %d outside (%d, %d] or before %d", i, ev.Seq, page.AfterSeq, page.ThroughSeq, last)
+		}
+		last = ev.Seq
+		d = chain.Next(d, ev.Wire)
+		if ck := run.RecoveryCheckpointSeq; ck != nil && ev.Seq <= *ck {
+			ckptDigest = d
+		}
+		if ev.Seq > p.through {
+			continue // beyond frozen: hashed for authenticity, never applied
+		}
+		digestAt = d
+		p.applied++
+		e, err := wire.Decode(ev.Wire)
+		if err != nil {
+			return nil, &Refusal{Code: CodeMalformedEvent, Detail: "event at seq " + strconv.FormatInt(ev.Seq, 10), Err: err}
+		}
+		if e.Seq() != ev.Seq {
+			return nil, refuse(CodeOrderingViolation, "event %d: page seq %d, wire seq %d", i, ev.Seq, e.Seq())
+		}
+		switch {
+		case e.Trade != nil:
+			t := e.Trade
+			if p.tradeBy[t.TradeID] != nil {
+				return nil, refuse(CodeOrderingViolation, "trade %s appears twice in the page", t.TradeID)
+			}
+			p.tradeBy[t.TradeID] = t
+			p.trades = append(p.trades, []any{t.TradeID, t.TradeSeq, t.Seq, t.Instrument, t.Price, t.Quantity,
+				t.BuyOrderID, t.SellOrderID, t.BuyAccount, t.SellAccount, tsSQL(t.TS)})
+			bk, sk := key{t.BuyAccount, t.Instrument}, key{t.SellAccount, t.Instrument}
+			addKey(bk)
+			addKey(sk)
+			p.fills[bk] = append(p.fills[bk], fillRow{tradeID: t.TradeID, seq: t.Seq, tradeSeq: t.TradeSeq, leg: 0, qty: t.Quantity, price: t.Price})
+			p.fills[sk] = append(p.fills[sk], fillRow{tradeID: t.TradeID, seq: t.Seq, tradeSeq: t.TradeSeq, leg: 1, qty: t.Quantity.Neg(), price: t.Price})
+		case e.Order != nil:
+			o := e.Order
+			ok := [2]any{o.OrderID, o.Version}
+			if orderSeen[ok] {
+				return nil, refuse(CodeOrderingViolation, "order %s version %d appears twice in the page", o.OrderID, o.Version)
+			}
+			orderSeen[ok] = true
+			p.orders = append(p.orders, []any{o.OrderID, o.Version, o.Seq, o.Account, o.Instrument, string(o.Side),
+				o.Price, o.Quantity, o.Remaining, string(o.Status), tsSQL(o.TS)})
+		case e.Opening != nil:
+			k := key{e.Opening.Account, e.Opening.Instrument}
+			if p.openings[k] != nil {
+				return nil, refuse(CodeOpeningConflict, "two openings for %s/%s in the page", k.account, k.instrument)
+			}
+			p.openings[k] = e.Opening
+			addKey(k)
+		default:
+			return nil, refuse(CodeMalformedEvent, "event at seq %d has no payload", ev.Seq)
+		}
+	}
+	if d != page.DigestThrough {
+		return nil, refuse(CodeChainMismatch, "events hash to %s, page claims digestThrough %s", d, page.DigestThrough)
+	}
+	p.digest = digestAt
+	// FR-APR07: the explicit-recovery checkpoint is only an identity
+	// cross-check: when the page covers its seq, the chain there must match.
+	if ck := run.RecoveryCheckpointSeq; ck != nil && run.RecoveryCheckpointDigest != "" &&
+		*ck >= page.AfterSeq && *ck <= page.ThroughSeq {
+		if ckptDigest != run.RecoveryCheckpointDigest {
+			return nil, refuse(CodeExplicitCheckpointMismatch, "chain at explicit-recovery checkpoint seq %d is %s, run records %s", *ck, ckptDigest, run.RecoveryCheckpointDigest)
+		}
+	}
+	return p, nil
+}
+
+// fillRow is one trade leg of a key (signed quantity).
+type fillRow struct {
+	tradeID  string
+	seq      int64
+	tradeSeq int64
+	leg      int
+	qty      decimal.Decimal
+	price    decimal.Decimal
+}
