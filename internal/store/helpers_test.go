@@ -2,13 +2,16 @@ package store
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -138,4 +141,53 @@ func outbox(t testing.TB, s *Store) []string {
 		out = append(out, v)
 	}
 	return out
+}
+
+// seedTrade writes a trade row directly (as a live projector or a legacy
+// system would have): seq nil = no provenance.
+func seedTrade(t testing.TB, s *Store, scope string, e wire.Event, seq *int64, status string) {
+	t.Helper()
+	tr := e.Trade
+	mustExec(t, s, `INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
+    buy_account, sell_account, ts, booking_status) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)`,
+		scope, tr.TradeID, tr.TradeSeq, seq, tr.Instrument, tr.Price, tr.Quantity, tr.BuyOrderID, tr.SellOrderID,
+		tr.BuyAccount, tr.SellAccount, tr.TS, status)
+}
+
+// seedOrder writes an order version to order_events and orders.
+func seedOrder(t testing.TB, s *Store, scope string, e wire.Event, seq *int64) {
+	t.Helper()
+	o := e.Order
+	for _, table := range []string{"order_events", "orders"} {
+		mustExec(t, s, `INSERT INTO `+table+` (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
+VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)`, scope, o.OrderID, o.Version, seq, o.Account, o.Instrument, string(o.Side),
+			o.Price, o.Quantity, o.Remaining, string(o.Status), o.TS)
+	}
+}
+
+// seedPosition writes a position row.
+func seedPosition(t testing.TB, s *Store, scope, acct, instr, qty, avg string, proven bool, openQty string) {
+	t.Helper()
+	mustExec(t, s, `INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, quantity, avg_cost)
+VALUES ($1,$2,$3,$4,0,$5,$6,$7)`, scope, acct, instr, dec(openQty), proven, dec(qty), dec(avg))
+}
+
+func i64(v int64) *int64 { return &v }
+
+func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+// refused applies page and requires the refusal code and an unchanged database.
+func refused(t testing.TB, s *Store, l Lease, run Run, page *source.Page, code Code) *Refusal {
+	t.Helper()
+	before := snapshot(t, s)
+	_, err := s.ApplyPage(ctxb, l, run, page)
+	wantCode(t, err, code)
+	if after := snapshot(t, s); after != before {
+		t.Fatalf("refused page (%s) wrote:\nbefore %s\nafter  %s", code, before, after)
+	}
+	var r *Refusal
+	if !errors.As(err, &r) {
+		t.Fatalf("%s is not a *Refusal: %T", code, err)
+	}
+	return r
 }

@@ -88,7 +88,7 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 		return PageResult{}, err
 	}
 	if h := s.hooks.afterLeaseLocked; h != nil {
-		if err := h(ctx); err != nil {
+		if err := h(ctx, tx); err != nil {
 			return PageResult{}, err
 		}
 	}
@@ -190,7 +190,7 @@ UPDATE projection_catchup_cursor
 		return PageResult{}, refuse(CodeCursorMoved, "cursor of %q moved during the page", scope)
 	}
 	if h := s.hooks.beforeCommit; h != nil {
-		if err := h(ctx); err != nil {
+		if err := h(ctx, tx); err != nil {
 			return PageResult{}, err
 		}
 	}

@@ -35,8 +35,8 @@ type Store struct {
 // hooks let in-package tests interleave deterministically with a page
 // transaction (FR-APR08 fence test, database loss mid-page). nil in production.
 type hooks struct {
-	afterLeaseLocked func(ctx context.Context) error
-	beforeCommit     func(ctx context.Context) error
+	afterLeaseLocked func(ctx context.Context, tx pgx.Tx) error
+	beforeCommit     func(ctx context.Context, tx pgx.Tx) error
 }
 
 // Open connects to dsn and pings.
