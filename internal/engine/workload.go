@@ -19,6 +19,10 @@ type WorkloadConfig struct {
 	Openings       bool      // start with one proven opening per (account, instrument)
 	Start          time.Time // timestamp of the first command (default 2026-01-01T00:00:00Z)
 	Step           time.Duration
+	// IDPrefix is prepended to generated order ids ("o-1" → IDPrefix+"o-1").
+	// A member restarting over an existing log sets a per-term prefix so new
+	// orders never reuse an id (the engine rejects reused ids).
+	IDPrefix string
 	// Clock, when set, stamps commands with the real time instead of the
 	// deterministic Start + n*Step (the live member). The log records the
 	// timestamp, so replay stays deterministic either way.
@@ -101,7 +105,7 @@ func (w *Workload) Next() Command {
 		return Command{Kind: KindCancel, OrderID: id, TS: ts}
 	}
 	w.nextID++
-	id := fmt.Sprintf("o-%d", w.nextID)
+	id := fmt.Sprintf("%so-%d", w.cfg.IDPrefix, w.nextID)
 	w.placed = append(w.placed, id)
 	if len(w.placed) > 512 {
 		w.placed = w.placed[1:]

@@ -166,7 +166,10 @@ func TestClient_ArgumentChecks(t *testing.T) {
 		func() error { _, err := c.Fetch(context.Background(), 0, "abc", "", 5); return err },
 		func() error { _, err := c.Fetch(context.Background(), 0, strings.Repeat("1", 64), "", 5); return err },
 		func() error { _, err := c.Fetch(context.Background(), 0, chain.Genesis, "", 0); return err },
-		func() error { _, err := c.Fetch(context.Background(), 0, chain.Genesis, "", MaxPageEvents+1); return err },
+		func() error {
+			_, err := c.Fetch(context.Background(), 0, chain.Genesis, "", MaxPageEvents+1)
+			return err
+		},
 	} {
 		err := f()
 		var ue *UnavailableError

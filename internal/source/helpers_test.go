@@ -95,3 +95,14 @@ func maxCommandEvents(r *engine.Replayer) int {
 	}
 	return m
 }
+
+func serveHandler(t testing.TB, h *Handler) *Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := NewClient(ClientConfig{BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
