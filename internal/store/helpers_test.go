@@ -77,8 +77,8 @@ func catchUp(t testing.TB, s *Store, l Lease, run Run, src *storetest.Ledger, ma
 		if res.Current() {
 			return res
 		}
-		if i > 1_000_000 {
-			t.Fatal("no progress")
+		if res.VerifiedThroughSeq == c.VerifiedThroughSeq || i > 1_000_000 {
+			t.Fatalf("no progress at %d", c.VerifiedThroughSeq)
 		}
 	}
 }

@@ -84,6 +84,11 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 	if err := WriteLock(ctx, tx, scope); err != nil {
 		return PageResult{}, err
 	}
+	if h := s.hooks.beforeLeaseLock; h != nil {
+		if err := h(ctx, tx); err != nil {
+			return PageResult{}, err
+		}
+	}
 	if err := lockLease(ctx, tx, l); err != nil {
 		return PageResult{}, err
 	}

@@ -35,6 +35,7 @@ type Store struct {
 // hooks let in-package tests interleave deterministically with a page
 // transaction (FR-APR08 fence test, database loss mid-page). nil in production.
 type hooks struct {
+	beforeLeaseLock  func(ctx context.Context, tx pgx.Tx) error
 	afterLeaseLocked func(ctx context.Context, tx pgx.Tx) error
 	beforeCommit     func(ctx context.Context, tx pgx.Tx) error
 }
