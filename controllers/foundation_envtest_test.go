@@ -56,12 +56,13 @@ func getRecovery(t *testing.T, ns, name string) *recoveryv1.ProjectionRecovery {
 	return obj
 }
 
-// TestEnvtest_StatusWrittenAfterCreate: the manager observes a new resource,
-// applies the server-side defaults' generation and writes status through the
-// status subresource; read back with a non-cached client.
+// TestEnvtest_StatusWrittenAfterCreate: the manager observes a new resource
+// and writes status through the status subresource (here: the database the
+// Secret names is unreachable, so the scope is RETRYING); read back with a
+// non-cached client.
 func TestEnvtest_StatusWrittenAfterCreate(t *testing.T) {
 	ns := newNamespace(t)
-	createSecret(t, ns, "db", map[string]string{"dsn": "postgres://unused"})
+	createSecret(t, ns, "db", map[string]string{"dsn": "postgres://app:s3cr3t-pw@127.0.0.1:1/projection?connect_timeout=2"})
 	obj := sampleRecovery(ns, "venue-a", "venue-a")
 	if err := k8sClient.Create(context.Background(), obj); err != nil {
 		t.Fatalf("create: %v", err)
@@ -77,8 +78,14 @@ func TestEnvtest_StatusWrittenAfterCreate(t *testing.T) {
 		return got.Status.ObservedGeneration == got.Generation && c != nil, nil
 	})
 	rc := meta.FindStatusCondition(got.Status.Conditions, recoveryv1.ConditionReconciling)
-	if rc.Status != metav1.ConditionTrue || rc.Reason != recoveryv1.ReasonAwaitingFirstCycle || rc.ObservedGeneration != got.Generation {
-		t.Fatalf("Reconciling condition = %+v, want True/%s", rc, recoveryv1.ReasonAwaitingFirstCycle)
+	if rc.Status != metav1.ConditionTrue || rc.Reason != recoveryv1.ReasonRetrying || rc.ObservedGeneration != got.Generation {
+		t.Fatalf("Reconciling condition = %+v, want True/%s", rc, recoveryv1.ReasonRetrying)
+	}
+	if got.Status.State != recoveryv1.StateRetrying || got.Status.Reason != "DATABASE_UNAVAILABLE" {
+		t.Fatalf("state/reason = %s/%s, want RETRYING/DATABASE_UNAVAILABLE", got.Status.State, got.Status.Reason)
+	}
+	if strings.Contains(got.Status.Message, "s3cr3t-pw") {
+		t.Fatalf("status message leaks the DSN password: %q", got.Status.Message)
 	}
 	if !containsString(got.Finalizers, recoveryv1.FinalizerName) {
 		t.Fatalf("finalizer %s not added: %v", recoveryv1.FinalizerName, got.Finalizers)
@@ -105,7 +112,7 @@ func TestEnvtest_MissingSecretStalls(t *testing.T) {
 // project's kubectl against the real apiserver, shows the printer columns.
 func TestEnvtest_PrinterColumns(t *testing.T) {
 	ns := newNamespace(t)
-	createSecret(t, ns, "db", map[string]string{"dsn": "postgres://unused"})
+	createSecret(t, ns, "db", map[string]string{"dsn": "postgres://app@127.0.0.1:1/projection?connect_timeout=2"})
 	if err := k8sClient.Create(context.Background(), sampleRecovery(ns, "cols", "venue-cols")); err != nil {
 		t.Fatalf("create: %v", err)
 	}

@@ -21,6 +21,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,10 +33,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/status"
+	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
 // ProjectionRecoveryReconciler reconciles ProjectionRecovery objects.
@@ -52,6 +58,18 @@ type ProjectionRecoveryReconciler struct {
 	AutoRecovery bool
 	// MaxConcurrentReconciles bounds parallel scopes on this manager.
 	MaxConcurrentReconciles int
+	// Owner identifies this manager in the fenced lease (FR-APR08). Two
+	// managers must never share one.
+	Owner string
+
+	Connections *Connections
+	Registry    *status.Registry
+	Metrics     *Metrics
+	// Triggers enqueues resources from outside the cluster: the NATS
+	// reconnect edge (FR-APR10). Optional.
+	Triggers <-chan event.GenericEvent
+	// OnPageCommitted, when set, is called after every committed page (tests).
+	OnPageCommitted func(owner string, res store.PageResult)
 }
 
 // recoveryScope carries one reconcile's inputs and outputs between phases.
@@ -60,6 +78,8 @@ type recoveryScope struct {
 	now     time.Time
 	secrets resolvedSecrets
 
+	// cycle is the outcome of the page cycle, nil when none ran.
+	cycle *cycleResult
 	// state/reason/message is this reconcile's outcome; an empty state means
 	// no cycle ran and reason says why.
 	state   recoveryv1.RecoveryState
@@ -135,19 +155,14 @@ func (r *ProjectionRecoveryReconciler) reconcileSuspend(_ context.Context, s *re
 	return nil
 }
 
-// reconcileCycle is where one bounded page cycle runs. Until the cycle is
-// wired it reports that no cycle has run.
-func (r *ProjectionRecoveryReconciler) reconcileCycle(_ context.Context, s *recoveryScope) error {
-	s.reason = recoveryv1.ReasonAwaitingFirstCycle
-	s.message = "no recovery cycle has run yet"
-	return nil
-}
-
 // finalize releases what the resource holds, then drops the finalizer.
 func (r *ProjectionRecoveryReconciler) finalize(ctx context.Context, obj *recoveryv1.ProjectionRecovery) error {
 	if !controllerutil.ContainsFinalizer(obj, recoveryv1.FinalizerName) {
 		return nil
 	}
+	r.releaseLease(ctx, obj)
+	r.Registry.Forget(obj.Namespace, obj.Name)
+	r.Metrics.forget(obj)
 	patch := client.MergeFrom(obj.DeepCopy())
 	controllerutil.RemoveFinalizer(obj, recoveryv1.FinalizerName)
 	if err := r.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
@@ -164,7 +179,37 @@ func (r *ProjectionRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error 
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if r.Owner == "" {
+		return errors.New("ProjectionRecoveryReconciler: Owner must be set (the lease identity of this manager)")
+	}
+	if r.Connections == nil {
+		r.Connections = &Connections{}
+	}
+	if r.Registry == nil {
+		r.Registry = status.NewRegistry(r.Clock.Now)
+	}
+	if r.Metrics == nil {
+		r.Metrics = NewMetrics(nil)
+	}
+	// Shutdown releases every lease this manager holds (FR-APR10), after the
+	// reconcile contexts were cancelled and in-flight pages rolled back: the
+	// release waits on the lease row lock an in-flight page holds.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Connections.ReleaseAll(rctx, r.Owner); err != nil {
+			ctrl.Log.WithName("projectionrecovery").Error(err, "releasing leases at shutdown", "owner", r.Owner)
+		}
+		return nil
+	})); err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Triggers != nil {
+		b = b.WatchesRawSource(crsource.Channel(r.Triggers, &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		For(&recoveryv1.ProjectionRecovery{}, builder.WithPredicates(
 			// Status patches must not re-trigger a reconcile: only spec
 			// changes (generation), finalizer/deletion changes and the

@@ -19,39 +19,63 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/status"
+	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
 // The envtest suite: a real kube-apiserver + etcd with the generated CRDs, a
-// manager running the reconciler, and a non-cached client for assertions (a
-// cached client could pass on stale reads and hide a missing status write).
+// manager running the reconciler (auto-recovery on, a NATS reconnect
+// trigger), real PostgreSQL databases and reference members, and a
+// non-cached client for assertions (a cached client could pass on stale
+// reads and hide a missing status write).
 var (
 	testEnv   *envtest.Environment
 	restCfg   *rest.Config
 	k8sClient client.Client
 	scheme    = runtime.NewScheme()
+
+	suiteNATS     *natsserver.Server
+	suiteNATSPort int
+	suiteRec      *ProjectionRecoveryReconciler
 )
 
+// shardLabel keeps the extra managers of some tests apart from the suite
+// manager: the suite manager watches resources without it, a test manager
+// only those carrying its value (the --watch-label-selector flag).
+const shardLabel = "test.recovery.projection.io/shard"
+
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
+	code := runSuite(m)
+	pgtest.Shutdown()
+	os.Exit(code)
 }
 
 func runSuite(m *testing.M) int {
@@ -77,35 +101,96 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		return 1
 	}
+	if suiteNATSPort, err = freePort(); err != nil {
+		fmt.Fprintln(os.Stderr, "nats port:", err)
+		return 1
+	}
+	if suiteNATS, err = startNATS(suiteNATSPort); err != nil {
+		fmt.Fprintln(os.Stderr, "nats:", err)
+		return 1
+	}
+	defer func() { suiteNATS.Shutdown() }()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	sel, _ := labels.Parse("!" + shardLabel)
+	stop, rec, err := startManager("suite-manager", sel, true, fmt.Sprintf("nats://127.0.0.1:%d", suiteNATSPort))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
 	}
-	rec := &ProjectionRecoveryReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("projection-recovery"),
+	suiteRec = rec
+	code := m.Run()
+	stop()
+	return code
+}
+
+// startManager runs a manager with its own lease owner over the resources
+// matching sel. stop cancels it and waits until it has fully stopped
+// (including the lease release at shutdown).
+func startManager(owner string, sel labels.Selector, autoRecovery bool, natsURL string) (stop func(), rec *ProjectionRecoveryReconciler, err error) {
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&recoveryv1.ProjectionRecovery{}: {Label: sel}}},
+		Controller:             ctrlConfigUniqueNames(),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	rec = &ProjectionRecoveryReconciler{
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		Recorder:     mgr.GetEventRecorder("projection-recovery"),
+		AutoRecovery: autoRecovery,
+		Owner:        owner,
+		Connections:  &Connections{},
+		Registry:     status.NewRegistry(nil),
+		Metrics:      NewMetrics(prometheus.NewRegistry()),
+	}
+	if natsURL != "" {
+		trig := NewNATSTrigger(natsURL, mgr.GetCache(), ctrl.Log.WithName("nats-trigger"))
+		if err := mgr.Add(trig); err != nil {
+			return nil, nil, err
+		}
+		rec.Triggers = trig.Events
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
-		fmt.Fprintln(os.Stderr, "setup:", err)
-		return 1
+		return nil, nil, err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
-		fmt.Fprintln(os.Stderr, "manager stopped with error:", err)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				fmt.Fprintln(os.Stderr, "manager", owner, "stopped with error:", err)
+			}
+		})
+	}, rec, nil
+}
+
+func startNATS(port int) (*natsserver.Server, error) {
+	s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		return nil, err
 	}
-	return code
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		return nil, fmt.Errorf("nats-server on port %d not ready", port)
+	}
+	return s, nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	_, p, _ := net.SplitHostPort(ln.Addr().String())
+	return strconv.Atoi(p)
 }
 
 func zapLevel() zapcore.Level {
@@ -144,7 +229,24 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 			return
 		}
 		lastErr = err
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+}
+
+// dbNow is the database clock (leases are judged by it).
+func dbNow(t *testing.T, st *store.Store) time.Time {
+	t.Helper()
+	var now time.Time
+	if err := st.Pool().QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// ctrlConfigUniqueNames lets several managers in one process register a
+// controller of the same name (each test manager is a separate "process").
+func ctrlConfigUniqueNames() config.Controller {
+	skip := true
+	return config.Controller{SkipNameValidation: &skip}
 }

@@ -18,8 +18,12 @@ limitations under the License.
 package main
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -32,10 +36,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/controllers"
+	"github.com/projection-recovery/projection-recovery/internal/status"
 )
 
 type options struct {
@@ -48,6 +54,9 @@ type options struct {
 	leaderElectionNamespace string
 	dev                     bool
 	logLevel                string
+	completenessAddr        string
+	natsURL                 string
+	ownerID                 string
 }
 
 func parseFlags(args []string) (options, error) {
@@ -60,6 +69,9 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "Full resync period of the informer cache (cycles are scheduled by each resource's interval, not by this).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Use Kubernetes leader election. Not needed for write safety, which comes from the PostgreSQL lease fence (FR-APR08).")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the in-cluster namespace).")
+	fs.StringVar(&o.completenessAddr, "completeness-bind-address", ":8082", "Address the read-only GET /v2/projection-completeness endpoint binds to (FR-APR11); \"0\" disables it.")
+	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server of the live feed. When set, a reconnect edge triggers a cycle for every scope (FR-APR10).")
+	fs.StringVar(&o.ownerID, "owner-id", "", "Lease owner identity of this manager (FR-APR08). Defaults to <hostname>-<random>; must differ between managers.")
 	fs.BoolVar(&o.dev, "dev", false, "Human-readable console logs instead of JSON.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Minimum log level: debug, info, warn, error.")
 	if err := fs.Parse(args); err != nil {
@@ -130,15 +142,35 @@ func run(args []string) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
+	owner := o.ownerID
+	if owner == "" {
+		owner = defaultOwner()
+	}
+	registry := status.NewRegistry(time.Now)
 	rec := &controllers.ProjectionRecoveryReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder("projection-recovery"),
 		AutoRecovery:            o.enableAutoRecovery,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+		Owner:                   owner,
+		Connections:             &controllers.Connections{MaxConnsPerDSN: int32(max(2, o.maxConcurrentReconciles))},
+		Registry:                registry,
+	}
+	if o.natsURL != "" {
+		trig := controllers.NewNATSTrigger(o.natsURL, mgr.GetCache(), ctrl.Log.WithName("nats-trigger"))
+		if err := mgr.Add(trig); err != nil {
+			return err
+		}
+		rec.Triggers = trig.Events
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up controller: %w", err)
+	}
+	if o.completenessAddr != "0" {
+		if err := mgr.Add(httpServer(o.completenessAddr, registry.Handler())); err != nil {
+			return err
+		}
 	}
 
 	// Probes only say the process and its API connection are alive; they never
@@ -150,7 +182,7 @@ func run(args []string) error {
 		return err
 	}
 
-	log.Info("starting manager", "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect)
+	log.Info("starting manager", "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}
@@ -158,3 +190,29 @@ func run(args []string) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// defaultOwner is unique per process: two managers on one host must never
+// share a lease identity, or the fence could not tell them apart.
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%s", host, hex.EncodeToString(b[:]))
+}
+
+// httpServer serves h on addr as a manager runnable that stops with it.
+func httpServer(addr string, h http.Handler) manager.RunnableFunc {
+	return func(ctx context.Context) error {
+		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		errc := make(chan error, 1)
+		go func() { errc <- srv.ListenAndServe() }()
+		select {
+		case err := <-errc:
+			return fmt.Errorf("completeness endpoint on %s: %w", addr, err)
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return srv.Shutdown(sctx)
+		}
+	}
+}

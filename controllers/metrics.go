@@ -1,0 +1,124 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+)
+
+// Metrics are the operator's Prometheus series, served on the manager's
+// metrics endpoint. Labels are namespace, name and scope: bounded by the
+// number of resources, never by sequence numbers or codes' details.
+type Metrics struct {
+	lag          *prometheus.GaugeVec
+	verified     *prometheus.GaugeVec
+	boundary     *prometheus.GaugeVec
+	pages        *prometheus.CounterVec
+	events       *prometheus.CounterVec
+	refusals     *prometheus.CounterVec
+	cycles       *prometheus.HistogramVec
+	statusWrites prometheus.Counter
+}
+
+var (
+	defaultMetricsOnce sync.Once
+	defaultMetrics     *Metrics
+)
+
+// NewMetrics registers the series on reg; nil means controller-runtime's
+// registry (served at /metrics), registered once per process.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	if reg == nil {
+		defaultMetricsOnce.Do(func() { defaultMetrics = newMetrics(crmetrics.Registry) })
+		return defaultMetrics
+	}
+	return newMetrics(reg)
+}
+
+func newMetrics(reg prometheus.Registerer) *Metrics {
+	labels := []string{"namespace", "name", "scope"}
+	m := &Metrics{
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "projection_recovery_lag_seqs",
+			Help: "Observed source boundary minus verified-through sequence."}, labels),
+		verified: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "projection_recovery_verified_through_seq",
+			Help: "Consensus sequence through which the projection is proven complete."}, labels),
+		boundary: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "projection_recovery_observed_boundary_seq",
+			Help: "The member's applied boundary last observed."}, labels),
+		pages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "projection_recovery_pages_applied_total",
+			Help: "Pages committed."}, labels),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "projection_recovery_events_applied_total",
+			Help: "Events verified and applied by committed pages."}, labels),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "projection_recovery_refusals_total",
+			Help: "Cycles that ended in a refusal, by stable code."}, append(labels, "code")),
+		cycles: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "projection_recovery_cycle_duration_seconds",
+			Help: "Duration of one bounded cycle.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, labels),
+		statusWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "projection_recovery_status_writes_total",
+			Help: "Status patches sent to the API server (unchanged status is never written)."}),
+	}
+	for _, c := range []prometheus.Collector{m.lag, m.verified, m.boundary, m.pages, m.events, m.refusals, m.cycles, m.statusWrites} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				panic(err)
+			}
+		}
+	}
+	return m
+}
+
+func (m *Metrics) observeCycle(obj *recoveryv1.ProjectionRecovery, res cycleResult, took time.Duration) {
+	l := prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope}
+	m.cycles.With(l).Observe(took.Seconds())
+	m.pages.With(l).Add(float64(res.pages))
+	m.events.With(l).Add(float64(res.events))
+	m.verified.With(l).Set(float64(res.cursor.VerifiedThroughSeq))
+	if b := max(res.boundary, res.cursor.LastObservedBoundarySeq); b > 0 {
+		m.boundary.With(l).Set(float64(b))
+		m.lag.With(l).Set(float64(max(0, b-res.cursor.VerifiedThroughSeq)))
+	}
+	if res.state == recoveryv1.StateRetrying || res.state == recoveryv1.StateBlocked {
+		m.refusals.With(prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope, "code": res.reason}).Inc()
+	}
+}
+
+// StatusWrites returns the number of status patches sent (benchmarks).
+func (m *Metrics) StatusWrites() float64 {
+	var d dto.Metric
+	if err := m.statusWrites.Write(&d); err != nil || d.Counter == nil {
+		return 0
+	}
+	return d.Counter.GetValue()
+}
+
+func (m *Metrics) forget(obj *recoveryv1.ProjectionRecovery) {
+	l := prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope}
+	for _, v := range []*prometheus.GaugeVec{m.lag, m.verified, m.boundary} {
+		v.Delete(l)
+	}
+	m.pages.Delete(l)
+	m.events.Delete(l)
+	m.cycles.Delete(l)
+	m.refusals.DeletePartialMatch(l)
+}

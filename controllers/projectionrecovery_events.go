@@ -1,0 +1,54 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+)
+
+// transitionEvent decides the Kubernetes Event of a status change: one per
+// state transition, plus one when a failing scope's reason code changes.
+// A BLOCKED or RETRYING scope gets a Warning whose reason is the stable code,
+// so `kubectl get events --field-selector reason=ORPHAN_TRADE` finds it.
+// Pure; returns ok=false when nothing is worth an event.
+func transitionEvent(prevState recoveryv1.RecoveryState, prevReason string, st *recoveryv1.ProjectionRecoveryStatus) (eventType, reason, note string, ok bool) {
+	failing := st.State == recoveryv1.StateBlocked || st.State == recoveryv1.StateRetrying
+	if st.State == "" || (st.State == prevState && (!failing || st.Reason == prevReason)) {
+		return "", "", "", false
+	}
+	switch st.State {
+	case recoveryv1.StateBlocked, recoveryv1.StateRetrying:
+		return corev1.EventTypeWarning, st.Reason, string(st.State) + ": " + st.Message, true
+	case recoveryv1.StateCurrent:
+		return corev1.EventTypeNormal, recoveryv1.ReasonCurrent, st.Message, true
+	default:
+		return corev1.EventTypeNormal, recoveryv1.ReasonCatchingUp, st.Message, true
+	}
+}
+
+func (r *ProjectionRecoveryReconciler) emitTransition(obj *recoveryv1.ProjectionRecovery, prevState recoveryv1.RecoveryState, prevReason string) {
+	if r.Recorder == nil {
+		return
+	}
+	if typ, reason, note, ok := transitionEvent(prevState, prevReason, &obj.Status); ok {
+		// The note is passed as an argument, never as the format string: a
+		// message may contain '%'.
+		r.Recorder.Eventf(obj, nil, typ, reason, "Reconcile", "%s", note)
+	}
+}

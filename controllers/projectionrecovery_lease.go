@@ -1,0 +1,54 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+)
+
+// releaseLease expires this manager's lease on the resource's scope when the
+// resource is deleted, so a new resource for the scope (or another manager)
+// does not wait a lease duration. A lease held by another manager is left to
+// that manager: releasing it here could let a third owner interleave with its
+// in-flight page. Best-effort: a missing Secret or database must not block
+// the deletion forever; the lease then simply expires.
+func (r *ProjectionRecoveryReconciler) releaseLease(ctx context.Context, obj *recoveryv1.ProjectionRecovery) {
+	log := logf.FromContext(ctx)
+	dsn, err := r.secretValue(ctx, obj.Namespace, "spec.database.dsnSecretRef", &obj.Spec.Database.DSNSecretRef)
+	if err != nil {
+		log.Info("lease not released on deletion: database Secret unavailable; it expires on its own", "reason", err.Error())
+		return
+	}
+	st, err := r.Connections.Store(ctx, dsn)
+	if err != nil {
+		log.Info("lease not released on deletion: database unavailable; it expires on its own")
+		return
+	}
+	held, err := st.ReadLease(ctx, obj.Spec.Scope)
+	if err != nil || held.Owner != r.Owner {
+		return
+	}
+	if err := st.ReleaseLease(ctx, held); err != nil {
+		log.Info("lease not released on deletion; it expires on its own", "err", redact(err.Error(), resolvedSecrets{dsn: dsn}))
+		return
+	}
+	log.Info("released the scope's lease on deletion", "fence", held.Fence)
+}

@@ -1,0 +1,166 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package status serves GET /v2/projection-completeness (FR-APR11): a
+// read-only view that keeps point-in-time completeness (what is proven) apart
+// from worker liveness (whether the worker is running). A scope can be CURRENT
+// with a dead worker, or have a live worker and be BLOCKED; a single "healthy"
+// flag would hide one or the other. The endpoint has no operator action, and
+// no readiness or liveness probe depends on it (FR-APR10).
+package status
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Completeness is what is proven about one scope at one point in time.
+type Completeness struct {
+	VerifiedThroughSeq         int64      `json:"verifiedThroughSeq"`
+	ObservedBoundarySeq        int64      `json:"observedBoundarySeq"`
+	Lag                        int64      `json:"lag"`
+	ChainDigest                string     `json:"chainDigest,omitempty"`
+	EventCount                 int64      `json:"eventCount"`
+	LastSuccessfulVerification *time.Time `json:"lastSuccessfulVerification,omitempty"`
+	State                      string     `json:"state,omitempty"`
+	Reason                     string     `json:"reason,omitempty"`
+}
+
+// Liveness is whether the worker of a scope is running.
+type Liveness struct {
+	LastCycleStart *time.Time `json:"lastCycleStart,omitempty"`
+	LastCycleEnd   *time.Time `json:"lastCycleEnd,omitempty"`
+	InFlight       bool       `json:"inFlight"`
+	AutoRecovery   bool       `json:"autoRecovery"`
+}
+
+// Scope is one entry of the answer.
+type Scope struct {
+	Namespace    string       `json:"namespace"`
+	Name         string       `json:"name"`
+	Scope        string       `json:"scope"`
+	Completeness Completeness `json:"completeness"`
+	Worker       Liveness     `json:"worker"`
+}
+
+// Answer is the body of GET /v2/projection-completeness.
+type Answer struct {
+	GeneratedAt time.Time `json:"generatedAt"`
+	Scopes      []Scope   `json:"scopes"`
+}
+
+// Registry holds the latest view of every scope of this manager.
+type Registry struct {
+	mu     sync.RWMutex
+	scopes map[string]*Scope
+	now    func() time.Time
+}
+
+// NewRegistry returns an empty registry; now is the injected clock.
+func NewRegistry(now func() time.Time) *Registry {
+	if now == nil {
+		now = time.Now
+	}
+	return &Registry{scopes: map[string]*Scope{}, now: now}
+}
+
+func key(namespace, name string) string { return namespace + "/" + name }
+
+func (r *Registry) entry(namespace, name, scope string) *Scope {
+	k := key(namespace, name)
+	e, ok := r.scopes[k]
+	if !ok {
+		e = &Scope{Namespace: namespace, Name: name}
+		r.scopes[k] = e
+	}
+	e.Scope = scope
+	return e
+}
+
+// CycleStarted marks a cycle in flight.
+func (r *Registry) CycleStarted(namespace, name, scope string, at time.Time, autoRecovery bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entry(namespace, name, scope)
+	e.Worker.LastCycleStart, e.Worker.InFlight, e.Worker.AutoRecovery = &at, true, autoRecovery
+}
+
+// CycleEnded records the end of a cycle and the completeness it left.
+func (r *Registry) CycleEnded(namespace, name, scope string, at time.Time, c Completeness) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entry(namespace, name, scope)
+	e.Worker.LastCycleEnd, e.Worker.InFlight = &at, false
+	e.Completeness = c
+}
+
+// Forget drops a deleted resource.
+func (r *Registry) Forget(namespace, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.scopes, key(namespace, name))
+}
+
+// Snapshot returns a copy of every scope, sorted by namespace/name.
+func (r *Registry) Snapshot() Answer {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	a := Answer{GeneratedAt: r.now().UTC(), Scopes: make([]Scope, 0, len(r.scopes))}
+	for _, e := range r.scopes {
+		a.Scopes = append(a.Scopes, *e)
+	}
+	sort.Slice(a.Scopes, func(i, j int) bool {
+		return key(a.Scopes[i].Namespace, a.Scopes[i].Name) < key(a.Scopes[j].Namespace, a.Scopes[j].Name)
+	})
+	return a
+}
+
+// Path is where the endpoint is served.
+const Path = "/v2/projection-completeness"
+
+// Handler serves the registry read-only: GET and HEAD only, optional
+// ?scope= filter. Any other method is 405: there is no operator action here.
+func (r *Registry) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != Path {
+			http.NotFound(w, req)
+			return
+		}
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "read-only endpoint: GET or HEAD", http.StatusMethodNotAllowed)
+			return
+		}
+		a := r.Snapshot()
+		if want := req.URL.Query().Get("scope"); want != "" {
+			kept := a.Scopes[:0]
+			for _, s := range a.Scopes {
+				if s.Scope == want {
+					kept = append(kept, s)
+				}
+			}
+			a.Scopes = kept
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(a)
+	})
+}
