@@ -1,0 +1,130 @@
+package live_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/projection-recovery/projection-recovery/internal/live"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/store"
+	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var ctxb = context.Background()
+
+type env struct {
+	s   *store.Store
+	run store.Run
+	l   store.Lease
+}
+
+// newEnv: a fresh database with schema, a selected ACTIVE run and a lease.
+func newEnv(t testing.TB, descriptor string) env {
+	t.Helper()
+	s := store.New(pgtest.New(t))
+	if err := s.EnsureBaseSchema(ctxb); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctxb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctxb, `INSERT INTO projection_runs (scope, selected, phase, descriptor_hash, protocol_version)
+VALUES ('s', true, 'ACTIVE', $1, 1)`, descriptor); err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.SelectedRun(ctxb, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.AcquireLease(ctxb, "s", "worker", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env{s, run, l}
+}
+
+// feed applies events through the live projector in the given (arrival) order.
+func feed(t testing.TB, e env, evs ...wire.Event) {
+	t.Helper()
+	for _, ev := range evs {
+		if err := live.Apply(ctxb, e.s.Pool(), "s", ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// catchUp applies ledger pages until CURRENT.
+func catchUp(t testing.TB, e env, src *storetest.Ledger, max int) store.PageResult {
+	t.Helper()
+	for {
+		c, err := e.s.ReadCursor(ctxb, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.s.ApplyPage(ctxb, e.l, e.run, src.Page(c.VerifiedThroughSeq, max))
+		if err != nil {
+			t.Fatalf("page after %d: %v", c.VerifiedThroughSeq, err)
+		}
+		if res.Current() {
+			return res
+		}
+		if res.VerifiedThroughSeq == c.VerifiedThroughSeq {
+			t.Fatalf("no progress at %d", c.VerifiedThroughSeq)
+		}
+	}
+}
+
+func position(t testing.TB, e env, acct, instr string) string {
+	t.Helper()
+	var v string
+	if err := e.s.Pool().QueryRow(ctxb, `SELECT trim_scale(quantity)::text || '@' || trim_scale(avg_cost)::text FROM positions WHERE scope='s' AND account=$1 AND instrument=$2`,
+		acct, instr).Scan(&v); err != nil {
+		return "none"
+	}
+	return v
+}
+
+// outbox lists unsent notifications as account/instrument=qty@avg.
+func outbox(t testing.TB, e env) []string {
+	t.Helper()
+	rows, err := e.s.Pool().Query(ctxb, `SELECT account || '/' || instrument || '=' || trim_scale(quantity)::text || '@' || trim_scale(avg_cost)::text
+  FROM projection_catchup_outbox ORDER BY account, instrument, id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		rows.Scan(&v)
+		out = append(out, v)
+	}
+	return out
+}
+
+// natsServer starts an embedded nats-server on a random port.
+func natsServer(t testing.TB) *nats.Conn {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}

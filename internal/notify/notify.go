@@ -1,0 +1,156 @@
+// Package notify publishes position notifications after commit (FR-APR06 R2).
+//
+// A page writes one outbox row per key whose final position differs from its
+// pre-page value, inside the page transaction (internal/store). Nothing is
+// published from inside a transaction: the Publisher reads committed outbox
+// rows, publishes them to NATS with the row's idempotency key as the
+// Nats-Msg-Id header, waits for the server to acknowledge the flush, and only
+// then marks them sent. A crash between commit and publish therefore loses
+// nothing (the rows stay unsent and are published later), and a crash between
+// publish and marking re-sends with the same Nats-Msg-Id (at-least-once;
+// JetStream de-duplicates on it, core subscribers can). A rolled-back page
+// wrote no rows and publishes nothing.
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+)
+
+// DefaultSubjectPrefix: notifications go to <prefix>.<scope>.
+const DefaultSubjectPrefix = "projection.positions"
+
+// Notification is the JSON body of one message. Amounts are decimal strings.
+type Notification struct {
+	MsgID      string `json:"msgId"`
+	Scope      string `json:"scope"`
+	Account    string `json:"account"`
+	Instrument string `json:"instrument"`
+	Quantity   string `json:"quantity"`
+	AvgCost    string `json:"avgCost"`
+	CursorSeq  int64  `json:"cursorSeq"`
+}
+
+// Publisher drains the outbox to NATS.
+type Publisher struct {
+	pool   *pgxpool.Pool
+	nc     *nats.Conn
+	prefix string
+	batch  int
+	kick   chan struct{}
+}
+
+// New returns a publisher; prefix "" means DefaultSubjectPrefix.
+func New(pool *pgxpool.Pool, nc *nats.Conn, prefix string) *Publisher {
+	if prefix == "" {
+		prefix = DefaultSubjectPrefix
+	}
+	return &Publisher{pool: pool, nc: nc, prefix: prefix, batch: 500, kick: make(chan struct{}, 1)}
+}
+
+// Subject of a scope's notifications.
+func (p *Publisher) Subject(scope string) string { return p.prefix + "." + scope }
+
+// Kick asks Run to flush now (store.Store.SetAfterCommit(p.Kick)). Never blocks.
+func (p *Publisher) Kick(string) {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run flushes on every Kick and every interval until ctx ends. Errors are
+// reported to onErr (may be nil) and retried on the next tick.
+func (p *Publisher) Run(ctx context.Context, interval time.Duration, onErr func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := p.Flush(ctx); err != nil && onErr != nil && ctx.Err() == nil {
+			onErr(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// Flush publishes every committed, unsent outbox row in id order and marks
+// them sent; it returns how many it published. Rows are claimed FOR UPDATE
+// SKIP LOCKED so concurrent publishers never send the same batch twice at once.
+func (p *Publisher) Flush(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := p.flushBatch(ctx)
+		total += n
+		if err != nil || n < p.batch {
+			return total, err
+		}
+	}
+}
+
+func (p *Publisher) flushBatch(ctx context.Context) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+SELECT id, msg_id, scope, account, instrument, quantity::text, avg_cost::text, cursor_seq
+  FROM projection_catchup_outbox WHERE sent_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, p.batch)
+		if err != nil {
+			return fmt.Errorf("read outbox: %w", err)
+		}
+		var ids []int64
+		var msgs []Notification
+		for rows.Next() {
+			var id int64
+			var m Notification
+			if err := rows.Scan(&id, &m.MsgID, &m.Scope, &m.Account, &m.Instrument, &m.Quantity, &m.AvgCost, &m.CursorSeq); err != nil {
+				rows.Close()
+				return fmt.Errorf("scan outbox: %w", err)
+			}
+			ids = append(ids, id)
+			msgs = append(msgs, m)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read outbox: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		for _, m := range msgs {
+			body, err := json.Marshal(m)
+			if err != nil {
+				return fmt.Errorf("encode notification: %w", err)
+			}
+			msg := nats.NewMsg(p.Subject(m.Scope))
+			msg.Data = body
+			msg.Header.Set(nats.MsgIdHdr, m.MsgID)
+			if err := p.nc.PublishMsg(msg); err != nil {
+				return fmt.Errorf("publish %s: %w", m.MsgID, err)
+			}
+		}
+		// The server has them before we mark them sent.
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := p.nc.FlushWithContext(fctx); err != nil {
+			return fmt.Errorf("flush nats: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE projection_catchup_outbox SET sent_at = clock_timestamp() WHERE id = ANY($1)`, ids); err != nil {
+			return fmt.Errorf("mark sent: %w", err)
+		}
+		n = len(ids)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("notify: %w", err)
+	}
+	return n, nil
+}
