@@ -123,6 +123,21 @@ func (c Command) Validate() error {
 	if c.TS.IsZero() || c.TS.UTC().Year() > 9999 {
 		return fmt.Errorf("command: timestamp missing or out of range")
 	}
+	for _, f := range []struct{ name, v string }{{"account", c.Account}, {"instrument", c.Instrument}, {"orderId", c.OrderID}} {
+		if f.v != "" {
+			if err := wire.ValidateString(f.v); err != nil {
+				return fmt.Errorf("command: %s: %w", f.name, err)
+			}
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    decimal.Decimal
+	}{{"price", c.Price}, {"quantity", c.Quantity}, {"avgCost", c.AvgCost}} {
+		if err := wire.ValidateAmount(f.v); err != nil {
+			return fmt.Errorf("command: %s: %w", f.name, err)
+		}
+	}
 	switch c.Kind {
 	case KindHeartbeat:
 	case KindCancel:

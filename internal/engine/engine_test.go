@@ -177,3 +177,5 @@ func TestDescriptorHashGolden(t *testing.T) {
 		t.Fatal("scope not in descriptor hash")
 	}
 }
+
+func decimalFromString(s string) decimal.Decimal { return decimal.RequireFromString(s) }

@@ -231,3 +231,29 @@ func TestReplayer_MaxThrough(t *testing.T) {
 		}
 	}
 }
+
+func TestRefusal_DISCONTINUITY_TornRecordInClosedTerm(t *testing.T) {
+	dir, l := buildTerms(t, 40, 20)
+	seg := segmentFiles(t, dir)[0]
+	b, _ := os.ReadFile(seg)
+	if err := os.WriteFile(seg, b[:len(b)-5], 0o644); err != nil { // seq 20 cut mid-record
+		t.Fatal(err)
+	}
+	_, err := ReplayAll(dir, l.Committed())
+	wantCode(t, err, CodeDiscontinuity)
+}
+
+func TestCommandValidateRefusesUnencodable(t *testing.T) {
+	w, _ := NewWorkload(1, WorkloadConfig{Instruments: []string{"X"}})
+	c := w.Next()
+	c.Account = "bad\naccount"
+	if c.Validate() == nil {
+		t.Fatal("control character accepted into the log")
+	}
+	c = w.Next()
+	c.Kind, c.OrderID = KindPlace, "o"
+	c.Price = decimalFromString("1e-80")
+	if c.Validate() == nil {
+		t.Fatal("unencodable price accepted into the log")
+	}
+}

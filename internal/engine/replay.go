@@ -128,7 +128,8 @@ func (r *Replayer) Advance(b int64) error {
 		if r.offset == 0 && seg.FirstSeq != r.Through()+1 {
 			return &ReplayError{Code: CodeDiscontinuity, Detail: fmt.Sprintf("term %d starts at seq %d, previous terms end at %d", seg.Term, seg.FirstSeq, r.Through())}
 		}
-		if err := r.readSegment(seg, b); err != nil {
+		torn, err := r.readSegment(seg, b)
+		if err != nil {
 			return err
 		}
 		if r.Through() >= b {
@@ -136,6 +137,11 @@ func (r *Replayer) Advance(b int64) error {
 		}
 		if r.segIdx+1 >= len(segs) {
 			return &ReplayError{Code: CodeArchiveBehindBoundary, Detail: fmt.Sprintf("retained commands end at seq %d, boundary is %d", r.Through(), b)}
+		}
+		if torn {
+			// Only the live tail may end in a record being written; a closed
+			// term ending mid-record lost (part of) a command.
+			return &ReplayError{Code: CodeDiscontinuity, Detail: fmt.Sprintf("term %d ends in an incomplete record after seq %d", seg.Term, r.Through())}
 		}
 		r.segIdx++
 		r.offset = 0
@@ -169,42 +175,44 @@ func (r *Replayer) stillPrefix(segs []segmentInfo) bool {
 	return segs[r.segIdx].Size >= r.offset
 }
 
-func (r *Replayer) readSegment(seg segmentInfo, b int64) error {
+// readSegment applies records of seg from the read position up to b. torn
+// reports that the segment ended in an incomplete line (not consumed).
+func (r *Replayer) readSegment(seg segmentInfo, b int64) (torn bool, err error) {
 	path := filepath.Join(r.dir, seg.Name)
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("replay: open %s: %w", seg.Name, err)
+		return false, fmt.Errorf("replay: open %s: %w", seg.Name, err)
 	}
 	defer f.Close()
 	if _, err := f.Seek(r.offset, io.SeekStart); err != nil {
-		return fmt.Errorf("replay: seek %s: %w", seg.Name, err)
+		return false, fmt.Errorf("replay: seek %s: %w", seg.Name, err)
 	}
 	br := bufio.NewReaderSize(f, 64<<10)
 	if r.offset == 0 {
 		h, err := br.ReadBytes('\n')
 		if err != nil {
-			return &ReplayError{Code: CodeDiscontinuity, Detail: seg.Name + ": header unreadable"}
+			return false, &ReplayError{Code: CodeDiscontinuity, Detail: seg.Name + ": header unreadable"}
 		}
 		r.offset = int64(len(h))
 	}
 	for r.Through() < b {
 		line, err := br.ReadBytes('\n')
 		if err == io.EOF {
-			return nil // end of segment, or a torn record still being written: not consumed
+			return len(line) > 0, nil // end of segment, or a torn record still being written: not consumed
 		}
 		if err != nil {
-			return fmt.Errorf("replay: read %s: %w", seg.Name, err)
+			return false, fmt.Errorf("replay: read %s: %w", seg.Name, err)
 		}
 		c, err := unmarshalCommand(line[:len(line)-1])
 		if err != nil {
-			return fmt.Errorf("replay: %s at offset %d: %w", seg.Name, r.offset, err)
+			return false, fmt.Errorf("replay: %s at offset %d: %w", seg.Name, r.offset, err)
 		}
 		if want := r.Through() + 1; c.Seq != want {
-			return &ReplayError{Code: CodeDiscontinuity, Detail: fmt.Sprintf("%s: record seq %d where %d was expected", seg.Name, c.Seq, want)}
+			return false, &ReplayError{Code: CodeDiscontinuity, Detail: fmt.Sprintf("%s: record seq %d where %d was expected", seg.Name, c.Seq, want)}
 		}
 		outs, err := r.eng.Apply(c)
 		if err != nil {
-			return fmt.Errorf("replay: %w", err)
+			return false, fmt.Errorf("replay: %w", err)
 		}
 		r.applied++
 		d := r.last
@@ -219,7 +227,7 @@ func (r *Replayer) readSegment(seg segmentInfo, b int64) error {
 		r.eventEnd = append(r.eventEnd, int64(len(r.events)))
 		r.offset += int64(len(line))
 	}
-	return nil
+	return false, nil
 }
 
 // ReplayAll is a one-shot strict replay from genesis through b.

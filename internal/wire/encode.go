@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"math/big"
 	"strconv"
 	"strings"
@@ -73,13 +74,35 @@ func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 // optional '-', integer part without leading zeros, and a fractional part
 // without trailing zeros; zero is "0". Example: 1.50 → "1.5", -0.0 → "0".
 func FormatDecimal(d decimal.Decimal) string {
-	coef := new(big.Int).Set(d.Coefficient())
-	exp := int64(d.Exponent())
-	if coef.Sign() == 0 {
+	neg, digits, exp := canonicalParts(d)
+	if digits == "0" {
 		return "0"
 	}
-	ten := big.NewInt(10)
-	rem := new(big.Int)
+	var s string
+	switch {
+	case exp >= 0:
+		s = digits + strings.Repeat("0", int(exp))
+	case int64(len(digits)) > -exp:
+		cut := len(digits) + int(exp)
+		s = digits[:cut] + "." + digits[cut:]
+	default:
+		s = "0." + strings.Repeat("0", int(-exp)-len(digits)) + digits
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// canonicalParts returns sign, the coefficient digits without trailing zeros
+// (when the exponent is negative) and the exponent: value = ±digits × 10^exp.
+func canonicalParts(d decimal.Decimal) (neg bool, digits string, exp int64) {
+	coef := new(big.Int).Set(d.Coefficient())
+	exp = int64(d.Exponent())
+	if coef.Sign() == 0 {
+		return false, "0", 0
+	}
+	ten, rem := big.NewInt(10), new(big.Int)
 	for exp < 0 {
 		q, r := new(big.Int).QuoRem(coef, ten, rem)
 		if r.Sign() != 0 {
@@ -88,28 +111,47 @@ func FormatDecimal(d decimal.Decimal) string {
 		coef = q
 		exp++
 	}
-	neg := coef.Sign() < 0
-	digits := new(big.Int).Abs(coef).String()
-	var s string
+	return coef.Sign() < 0, new(big.Int).Abs(coef).String(), exp
+}
+
+// canonicalLen is len(FormatDecimal(d)) computed without building the string,
+// so absurd exponents are refused without allocating them.
+func canonicalLen(d decimal.Decimal) int64 {
+	neg, digits, exp := canonicalParts(d)
+	n := int64(len(digits))
 	switch {
+	case digits == "0":
+		return 1
 	case exp >= 0:
-		if exp > MaxDecimalLen { // keep absurd exponents from allocating; caller rejects by length
-			return strings.Repeat("9", MaxDecimalLen+1)
-		}
-		s = digits + strings.Repeat("0", int(exp))
-	case int64(len(digits)) > -exp:
-		cut := len(digits) + int(exp)
-		s = digits[:cut] + "." + digits[cut:]
+		n += exp
+	case n > -exp:
+		n++ // the point
 	default:
-		if -exp > MaxDecimalLen {
-			return strings.Repeat("9", MaxDecimalLen+1)
-		}
-		s = "0." + strings.Repeat("0", int(-exp)-len(digits)) + digits
+		n = 2 + -exp // "0." + zeros + digits
 	}
 	if neg {
-		s = "-" + s
+		n++
 	}
-	return s
+	return n
+}
+
+// ValidateString reports whether v is acceptable as an identifier field
+// (account, instrument, order or trade id): non-empty, at most MaxStringLen
+// bytes of valid UTF-8 without control characters. Producers (the engine's
+// command validation) use it so that every accepted command encodes.
+func ValidateString(v string) error {
+	if fe := checkString("", v); fe != nil {
+		return errors.New(fe.reason)
+	}
+	return nil
+}
+
+// ValidateAmount reports whether d's canonical spelling fits MaxDecimalLen.
+func ValidateAmount(d decimal.Decimal) error {
+	if fe := checkDecimal("", d, signAny); fe != nil {
+		return errors.New(fe.reason)
+	}
+	return nil
 }
 
 type encoder struct{ buf []byte }
@@ -270,7 +312,7 @@ const (
 )
 
 func checkDecimal(f string, d decimal.Decimal, rule signRule) *fieldErr {
-	if len(FormatDecimal(d)) > MaxDecimalLen {
+	if canonicalLen(d) > MaxDecimalLen {
 		return &fieldErr{f, "longer than " + strconv.Itoa(MaxDecimalLen) + " characters", nil}
 	}
 	switch {

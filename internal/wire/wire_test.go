@@ -220,3 +220,19 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestCanonicalLenMatchesFormat(t *testing.T) {
+	for _, s := range []string{"0", "1", "-1", "10", "1e5", "1.5", "-0.001", "123.456", "100.100", "1e-70", "-12e3", "0.1"} {
+		d := decimal.RequireFromString(s)
+		if got, want := canonicalLen(d), int64(len(FormatDecimal(d))); got != want {
+			t.Errorf("%s: canonicalLen %d, len(FormatDecimal) %d", s, got, want)
+		}
+	}
+	huge := decimal.New(1, 1<<30) // refused by length, never formatted
+	if err := ValidateAmount(huge); err == nil {
+		t.Fatal("1e(2^30) accepted")
+	}
+	if ValidateString("ok") != nil || ValidateString("") == nil || ValidateString("a\x00") == nil {
+		t.Fatal("ValidateString")
+	}
+}
