@@ -126,7 +126,7 @@ func runSuite(m *testing.M) int {
 // startManager runs a manager with its own lease owner over the resources
 // matching sel. stop cancels it and waits until it has fully stopped
 // (including the lease release at shutdown).
-func startManager(owner string, sel labels.Selector, autoRecovery bool, natsURL string) (stop func(), rec *ProjectionRecoveryReconciler, err error) {
+func startManager(owner string, sel labels.Selector, autoRecovery bool, natsURL string, opts ...func(*ProjectionRecoveryReconciler)) (stop func(), rec *ProjectionRecoveryReconciler, err error) {
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -146,6 +146,9 @@ func startManager(owner string, sel labels.Selector, autoRecovery bool, natsURL 
 		Connections:  &Connections{},
 		Registry:     status.NewRegistry(nil),
 		Metrics:      NewMetrics(prometheus.NewRegistry()),
+	}
+	for _, o := range opts {
+		o(rec)
 	}
 	if natsURL != "" {
 		trig := NewNATSTrigger(natsURL, mgr.GetCache(), ctrl.Log.WithName("nats-trigger"))

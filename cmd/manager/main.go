@@ -30,11 +30,13 @@ import (
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -57,6 +59,7 @@ type options struct {
 	completenessAddr        string
 	natsURL                 string
 	ownerID                 string
+	watchLabelSelector      string
 }
 
 func parseFlags(args []string) (options, error) {
@@ -72,6 +75,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.completenessAddr, "completeness-bind-address", ":8082", "Address the read-only GET /v2/projection-completeness endpoint binds to (FR-APR11); \"0\" disables it.")
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server of the live feed. When set, a reconnect edge triggers a cycle for every scope (FR-APR10).")
 	fs.StringVar(&o.ownerID, "owner-id", "", "Lease owner identity of this manager (FR-APR08). Defaults to <hostname>-<random>; must differ between managers.")
+	fs.StringVar(&o.watchLabelSelector, "watch-label-selector", "", "Only reconcile ProjectionRecoveries matching this label selector (sharding scopes across managers).")
 	fs.BoolVar(&o.dev, "dev", false, "Human-readable console logs instead of JSON.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Minimum log level: debug, info, warn, error.")
 	if err := fs.Parse(args); err != nil {
@@ -79,6 +83,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.maxConcurrentReconciles < 1 {
 		return o, fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.maxConcurrentReconciles)
+	}
+	if _, err := labels.Parse(o.watchLabelSelector); err != nil {
+		return o, fmt.Errorf("--watch-label-selector: %w", err)
 	}
 	if o.syncPeriod < time.Minute {
 		return o, fmt.Errorf("--sync-period must be at least 1m, got %s", o.syncPeriod)
@@ -133,7 +140,7 @@ func run(args []string) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "projection-recovery.recovery.projection.io",
 		LeaderElectionNamespace: o.leaderElectionNamespace,
-		Cache:                   cache.Options{SyncPeriod: &o.syncPeriod},
+		Cache:                   cacheOptions(o),
 		// Shutdown cancels the running cycles; give them time to roll back and
 		// release their leases (FR-APR10).
 		GracefulShutdownTimeout: ptr(30 * time.Second),
@@ -190,6 +197,15 @@ func run(args []string) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func cacheOptions(o options) cache.Options {
+	opts := cache.Options{SyncPeriod: &o.syncPeriod}
+	if o.watchLabelSelector != "" {
+		sel, _ := labels.Parse(o.watchLabelSelector) // validated in parseFlags
+		opts.ByObject = map[client.Object]cache.ByObject{&recoveryv1.ProjectionRecovery{}: {Label: sel}}
+	}
+	return opts
+}
 
 // defaultOwner is unique per process: two managers on one host must never
 // share a lease identity, or the fence could not tell them apart.

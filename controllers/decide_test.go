@@ -1,0 +1,224 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/source"
+	"github.com/projection-recovery/projection-recovery/internal/store"
+)
+
+func TestRetryBackoff_DoublesToTheCap(t *testing.T) {
+	base, maxDelay := 200*time.Millisecond, 2*time.Second
+	cases := []struct {
+		failures int32
+		want     time.Duration
+	}{
+		{0, 200 * time.Millisecond}, // treated as the first failure
+		{1, 200 * time.Millisecond},
+		{2, 400 * time.Millisecond},
+		{3, 800 * time.Millisecond},
+		{4, 1600 * time.Millisecond},
+		{5, 2 * time.Second},
+		{6, 2 * time.Second},
+		{1 << 30, 2 * time.Second}, // no overflow, no loop over a billion steps
+	}
+	for _, tc := range cases {
+		if got := retryBackoff(tc.failures, base, maxDelay); got != tc.want {
+			t.Errorf("retryBackoff(%d) = %s, want %s", tc.failures, got, tc.want)
+		}
+	}
+}
+
+func TestRequeueAfter_PerState(t *testing.T) {
+	spec := &recoveryv1.ProjectionRecoverySpec{
+		Interval: &metav1.Duration{Duration: 30 * time.Second},
+		Backoff:  &recoveryv1.BackoffSpec{Base: metav1.Duration{Duration: time.Second}, Cap: metav1.Duration{Duration: 10 * time.Second}},
+	}
+	cases := []struct {
+		state    recoveryv1.RecoveryState
+		failures int32
+		want     time.Duration
+	}{
+		{recoveryv1.StateCatchingUp, 0, catchingUpRequeue},
+		{recoveryv1.StateCurrent, 0, 30 * time.Second},
+		{recoveryv1.StateRetrying, 1, time.Second},
+		{recoveryv1.StateRetrying, 3, 4 * time.Second},
+		{recoveryv1.StateRetrying, 9, 10 * time.Second},
+		{recoveryv1.StateBlocked, 4, blockedRecheck},
+	}
+	for _, tc := range cases {
+		if got := requeueAfter(tc.state, tc.failures, spec); got != tc.want {
+			t.Errorf("requeueAfter(%s, %d) = %s, want %s", tc.state, tc.failures, got, tc.want)
+		}
+	}
+	long := &recoveryv1.ProjectionRecoverySpec{Interval: &metav1.Duration{Duration: time.Hour}}
+	if got := requeueAfter(recoveryv1.StateBlocked, 1, long); got != time.Hour {
+		t.Errorf("a BLOCKED recheck is never more frequent than the interval: got %s", got)
+	}
+}
+
+func TestClassify_TransientRetriesEverythingElseBlocks(t *testing.T) {
+	cases := []struct {
+		err       error
+		wantState recoveryv1.RecoveryState
+		wantCode  store.Code
+	}{
+		{&store.Refusal{Code: store.CodeLeaseHeld}, recoveryv1.StateRetrying, store.CodeLeaseHeld},
+		{&store.Refusal{Code: store.CodeSuperseded}, recoveryv1.StateRetrying, store.CodeSuperseded},
+		{&store.Refusal{Code: store.CodeDatabaseUnavailable}, recoveryv1.StateRetrying, store.CodeDatabaseUnavailable},
+		{&source.UnavailableError{Err: errors.New("connection refused")}, recoveryv1.StateRetrying, store.CodeSourceUnavailable},
+		{&store.Refusal{Code: store.CodeOrphanTrade}, recoveryv1.StateBlocked, store.CodeOrphanTrade},
+		{&store.Refusal{Code: store.CodeUnexplainedBalance}, recoveryv1.StateBlocked, store.CodeUnexplainedBalance},
+		{&source.RefusalError{Status: 409, Code: "MISSING_GENESIS"}, recoveryv1.StateBlocked, store.CodeSourceRefused},
+		{errors.New("a bug"), recoveryv1.StateBlocked, store.CodeInternal},
+	}
+	for _, tc := range cases {
+		state, code := classify(tc.err)
+		if state != tc.wantState || code != tc.wantCode {
+			t.Errorf("classify(%v) = %s/%s, want %s/%s", tc.err, state, code, tc.wantState, tc.wantCode)
+		}
+	}
+}
+
+func TestIdleCheckSuffices(t *testing.T) {
+	cur := store.Cursor{Exists: true, State: store.StateCurrent, VerifiedThroughSeq: 100, LastObservedBoundarySeq: 100}
+	cases := []struct {
+		name string
+		cur  store.Cursor
+		page pageView
+		want bool
+	}{
+		{"idle at the recorded boundary", cur, pageView{idle: true, boundary: 100, through: 100}, true},
+		{"boundary grew", cur, pageView{idle: false, boundary: 120, through: 110}, false},
+		{"cursor not yet recorded CURRENT", store.Cursor{Exists: true, State: store.StateCatchingUp, VerifiedThroughSeq: 100, LastObservedBoundarySeq: 90}, pageView{idle: true, boundary: 100, through: 100}, false},
+		{"no cursor", store.Cursor{}, pageView{idle: true}, false},
+	}
+	for _, tc := range cases {
+		if got := idleCheckSuffices(tc.cur, tc.page); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestStateAfterProgress(t *testing.T) {
+	if stateAfterProgress(50, 100, false) != recoveryv1.StateCatchingUp {
+		t.Error("behind the boundary must be CATCHING_UP")
+	}
+	if stateAfterProgress(100, 100, false) != recoveryv1.StateCurrent {
+		t.Error("at the boundary must be CURRENT")
+	}
+	if stateAfterProgress(40, 100, true) != recoveryv1.StateCurrent {
+		t.Error("a page reporting current (DRAINING at frozen seq) must be CURRENT")
+	}
+}
+
+func TestConditionsFor_AtMostOneTrue(t *testing.T) {
+	cases := []struct {
+		state                       recoveryv1.RecoveryState
+		reason                      string
+		ready, reconciling, stalled metav1.ConditionStatus
+		wantReason                  string
+	}{
+		{recoveryv1.StateCurrent, "", "True", "False", "False", recoveryv1.ReasonCurrent},
+		{recoveryv1.StateCatchingUp, "", "False", "True", "False", recoveryv1.ReasonCatchingUp},
+		{recoveryv1.StateRetrying, "SOURCE_UNAVAILABLE", "False", "True", "False", recoveryv1.ReasonRetrying},
+		{recoveryv1.StateBlocked, "ORPHAN_TRADE", "False", "False", "True", recoveryv1.ReasonBlocked},
+		{"", recoveryv1.ReasonSecretNotFound, "False", "False", "True", recoveryv1.ReasonSecretNotFound},
+		{"", recoveryv1.ReasonInvalidSpec, "False", "False", "True", recoveryv1.ReasonInvalidSpec},
+		{"", recoveryv1.ReasonSuspended, "False", "False", "False", recoveryv1.ReasonSuspended},
+		{"", recoveryv1.ReasonAutoRecoveryDisabled, "False", "False", "False", recoveryv1.ReasonAutoRecoveryDisabled},
+		{"", "", "False", "True", "False", recoveryv1.ReasonAwaitingFirstCycle},
+	}
+	for _, tc := range cases {
+		got := conditionsFor(tc.state, tc.reason, "m")
+		if got.ready != tc.ready || got.reconciling != tc.reconciling || got.stalled != tc.stalled || got.reason != tc.wantReason {
+			t.Errorf("conditionsFor(%q, %q) = %+v", tc.state, tc.reason, got)
+		}
+	}
+}
+
+func TestApplyConditions_IdempotentKeepsTransitionTime(t *testing.T) {
+	var conds []metav1.Condition
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	applyConditions(&conds, conditionsFor(recoveryv1.StateCurrent, "", "ok"), 3, t0)
+	first := append([]metav1.Condition(nil), conds...)
+	applyConditions(&conds, conditionsFor(recoveryv1.StateCurrent, "", "ok"), 3, metav1.NewTime(t0.Add(time.Hour)))
+	for i := range conds {
+		if conds[i] != first[i] {
+			t.Fatalf("re-applying the same set changed %s: %+v → %+v", conds[i].Type, first[i], conds[i])
+		}
+		if conds[i].ObservedGeneration != 3 {
+			t.Fatalf("observedGeneration = %d, want 3", conds[i].ObservedGeneration)
+		}
+	}
+}
+
+func TestTransitionEvent(t *testing.T) {
+	st := func(s recoveryv1.RecoveryState, reason string) *recoveryv1.ProjectionRecoveryStatus {
+		return &recoveryv1.ProjectionRecoveryStatus{State: s, Reason: reason, Message: "m"}
+	}
+	cases := []struct {
+		name       string
+		prev       recoveryv1.RecoveryState
+		prevReason string
+		now        *recoveryv1.ProjectionRecoveryStatus
+		wantOK     bool
+		wantType   string
+		wantReason string
+	}{
+		{"first cycle catching up", "", "", st(recoveryv1.StateCatchingUp, ""), true, corev1.EventTypeNormal, recoveryv1.ReasonCatchingUp},
+		{"still catching up", recoveryv1.StateCatchingUp, "", st(recoveryv1.StateCatchingUp, ""), false, "", ""},
+		{"became current", recoveryv1.StateCatchingUp, "", st(recoveryv1.StateCurrent, ""), true, corev1.EventTypeNormal, recoveryv1.ReasonCurrent},
+		{"blocked warns with the code", recoveryv1.StateCurrent, "", st(recoveryv1.StateBlocked, "ORPHAN_TRADE"), true, corev1.EventTypeWarning, "ORPHAN_TRADE"},
+		{"still blocked on the same code", recoveryv1.StateBlocked, "ORPHAN_TRADE", st(recoveryv1.StateBlocked, "ORPHAN_TRADE"), false, "", ""},
+		{"retrying on a new code", recoveryv1.StateRetrying, "SOURCE_UNAVAILABLE", st(recoveryv1.StateRetrying, "LEASE_HELD"), true, corev1.EventTypeWarning, "LEASE_HELD"},
+		{"no state", "", "", st("", recoveryv1.ReasonSuspended), false, "", ""},
+	}
+	for _, tc := range cases {
+		typ, reason, _, ok := transitionEvent(tc.prev, tc.prevReason, tc.now)
+		if ok != tc.wantOK || typ != tc.wantType || reason != tc.wantReason {
+			t.Errorf("%s: got (%s, %s, %v), want (%s, %s, %v)", tc.name, typ, reason, ok, tc.wantType, tc.wantReason, tc.wantOK)
+		}
+	}
+}
+
+func TestRedact_RemovesCredentials(t *testing.T) {
+	sec := resolvedSecrets{dsn: "postgres://app:p%40ss-w0rd@db.internal:5432/proj", token: "tok-123456"}
+	msg := `failed to connect to postgres://app:p%40ss-w0rd@db.internal:5432/proj (password p@ss-w0rd), bearer tok-123456`
+	got := redact(msg, sec)
+	for _, leak := range []string{"p@ss-w0rd", "p%40ss-w0rd", "tok-123456"} {
+		if strings.Contains(got, leak) {
+			t.Fatalf("redact left %q in %q", leak, got)
+		}
+	}
+	kv := resolvedSecrets{dsn: "host=db user=app password='hunter22' dbname=proj"}
+	if got := redact("auth failed for password hunter22", kv); strings.Contains(got, "hunter22") {
+		t.Fatalf("redact left a key/value password in %q", got)
+	}
+	if s := (resolvedSecrets{dsn: "x"}).String(); strings.Contains(s, "x}") {
+		t.Fatalf("resolvedSecrets prints its content: %s", s)
+	}
+}
