@@ -40,6 +40,12 @@ const (
 )
 
 // Page is one catch-up answer. The field order is the pinned JSON order.
+//
+// On the wire an idle page (afterSeq == boundarySeq, FR-APR04) carries empty
+// digests, because the member answers it without replaying; a Page returned
+// by Client.Fetch always has DigestAfter == DigestThrough == the caller's
+// afterDigest when Idle, so callers can continue from (ThroughSeq,
+// DigestThrough) uniformly.
 type Page struct {
 	ProtocolVersion int     `json:"protocolVersion"`
 	DescriptorHash  string  `json:"descriptorHash"`
