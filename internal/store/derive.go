@@ -59,18 +59,22 @@ SELECT k.account, k.instrument, p.scope IS NOT NULL,
 	// Retained BOOKED trade legs of the touched keys after each key's basis
 	// (all of them without a basis): the trades of the page already retained
 	// and live trades newer than the page, which R1 keeps.
+	// LATERAL forces one index range probe per key (trades_buy_key /
+	// trades_sell_key: scope, account, instrument, seq > basis). Without it,
+	// stale statistics during a bulk catch-up made the planner scan every
+	// trade of the scope per page, turning catch-up quadratic.
 	rows, err = w.tx.Query(ctx, `
-SELECT k.account, k.instrument, t.seq, t.trade_seq, 0, t.quantity, t.price
+SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
   FROM page_keys k
   LEFT JOIN projection_catchup_basis b ON b.scope = $1 AND b.account = k.account AND b.instrument = k.instrument
-  JOIN trades t ON t.scope = $1 AND t.buy_account = k.account AND t.instrument = k.instrument
-             AND t.seq > coalesce(b.basis_seq, 0) AND t.booking_status = 'BOOKED'
-UNION ALL
-SELECT k.account, k.instrument, t.seq, t.trade_seq, 1, -t.quantity, t.price
-  FROM page_keys k
-  LEFT JOIN projection_catchup_basis b ON b.scope = $1 AND b.account = k.account AND b.instrument = k.instrument
-  JOIN trades t ON t.scope = $1 AND t.sell_account = k.account AND t.instrument = k.instrument
-             AND t.seq > coalesce(b.basis_seq, 0) AND t.booking_status = 'BOOKED'`, w.scope)
+  CROSS JOIN LATERAL (
+      SELECT seq, trade_seq, 0 AS leg, quantity, price FROM trades
+       WHERE scope = $1 AND buy_account = k.account AND instrument = k.instrument
+         AND seq > coalesce(b.basis_seq, 0) AND booking_status = 'BOOKED'
+      UNION ALL
+      SELECT seq, trade_seq, 1 AS leg, -quantity, price FROM trades
+       WHERE scope = $1 AND sell_account = k.account AND instrument = k.instrument
+         AND seq > coalesce(b.basis_seq, 0) AND booking_status = 'BOOKED') t`, w.scope)
 	if err != nil {
 		return dbErr("store: read retained trades", err)
 	}
@@ -166,25 +170,29 @@ ON CONFLICT (scope, trade_id) DO NOTHING`, w.scope)
 		return dbErr("store: insert missing trades", err)
 	}
 	w.inserted = ct.RowsAffected()
-	ct, err = w.tx.Exec(ctx, `
-INSERT INTO order_events (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
-SELECT $1, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts FROM page_orders
-ON CONFLICT (scope, order_id, version) DO NOTHING`, w.scope)
+	// Order versions: exactly the missing ones, found by checkOrders in this
+	// transaction under the projection write lock (no other writer can add
+	// one meanwhile), so a direct COPY is safe; a concurrent insert would
+	// fail the COPY on the primary key and roll the page back, never corrupt it.
+	n, err := w.tx.CopyFrom(ctx, pgx.Identifier{"order_events"}, orderCols, pgx.CopyFromRows(w.missingOrders))
 	if err != nil {
 		return dbErr("store: insert order events", err)
 	}
-	w.orderEvents = ct.RowsAffected()
+	w.orderEvents = n
 	// The current order row only moves forward: a newer version already
-	// written by the live feed is never rewound to the page's older one.
+	// written by the live feed is never rewound to the page's older one. The
+	// window's versions are all in order_events now (retained and verified, or
+	// just inserted).
 	if _, err := w.tx.Exec(ctx, `
 INSERT INTO orders AS o (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
-SELECT DISTINCT ON (order_id) $1, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts
-  FROM page_orders ORDER BY order_id, version DESC
+SELECT DISTINCT ON (order_id) scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts
+  FROM order_events WHERE scope = $1 AND seq > $2 AND seq <= $3
+ ORDER BY order_id, version DESC
 ON CONFLICT (scope, order_id) DO UPDATE SET
     version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account, instrument = EXCLUDED.instrument,
     side = EXCLUDED.side, price = EXCLUDED.price, quantity = EXCLUDED.quantity, remaining = EXCLUDED.remaining,
     status = EXCLUDED.status, ts = EXCLUDED.ts
-WHERE o.version < EXCLUDED.version`, w.scope); err != nil {
+WHERE o.version < EXCLUDED.version`, w.scope, w.p.after, w.p.through); err != nil {
 		return dbErr("store: upsert orders", err)
 	}
 

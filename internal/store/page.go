@@ -57,17 +57,45 @@ func (s *Store) SetAfterCommit(f func(scope string)) { s.afterCommit = f }
 // Any refusal or error rolls everything back: a *Refusal (see CodeOf) means
 // nothing was written.
 func (s *Store) ApplyPage(ctx context.Context, l Lease, run Run, page *source.Page) (PageResult, error) {
-	if l.Scope != run.Scope {
-		return PageResult{}, fmt.Errorf("store: lease is for scope %q, run for %q", l.Scope, run.Scope)
-	}
-	p, err := prepare(run, page)
+	pp, err := s.PreparePage(run, page)
 	if err != nil {
 		return PageResult{}, err
 	}
+	return s.ApplyPrepared(ctx, l, run, pp)
+}
+
+// PreparedPage is a page decoded, hashed and checked against a run, outside
+// any transaction (see PreparePage).
+type PreparedPage struct {
+	run Run
+	p   *prepared
+}
+
+// PreparePage does the transaction-free half of ApplyPage: identity, ordering,
+// decoding and chain verification (a *Refusal on failure). A caller may
+// prepare the next page while the previous one is being applied; Go decoding
+// then overlaps with PostgreSQL work.
+func (s *Store) PreparePage(run Run, page *source.Page) (*PreparedPage, error) {
+	p, err := prepare(run, page)
+	if err != nil {
+		return nil, err
+	}
+	return &PreparedPage{run: run, p: p}, nil
+}
+
+// ApplyPrepared runs the page transaction of a prepared page (ApplyPage from
+// step 2 on). run must be the run the page was prepared against.
+func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *PreparedPage) (PageResult, error) {
+	if l.Scope != run.Scope {
+		return PageResult{}, fmt.Errorf("store: lease is for scope %q, run for %q", l.Scope, run.Scope)
+	}
+	if pp == nil || !pp.run.sameBarrier(run) {
+		return PageResult{}, refuse(CodeSuperseded, "page was prepared against another run")
+	}
 	var res PageResult
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		res, err = s.applyTx(ctx, tx, l, run, p)
+		res, err = s.applyTx(ctx, tx, l, run, pp.p)
 		return err
 	})
 	if err != nil {

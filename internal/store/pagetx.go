@@ -10,6 +10,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/position"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 // pageTx is the data half of one page transaction (after lock, lease, run and
@@ -21,26 +22,28 @@ type pageTx struct {
 	scope string
 	p     *prepared
 
-	existing    map[string]bool // page trade ids already retained
-	rows        []posRow
-	inserted    int64
-	orderEvents int64
-	changed     int
+	existing      map[string]bool // page trade ids already retained
+	missingOrders [][]any         // order versions to insert (COPY rows)
+	rows          []posRow
+	inserted      int64
+	orderEvents   int64
+	changed       int
 }
 
+// tempTables are created once per connection and emptied at every commit
+// (ON COMMIT DELETE ROWS; a rollback discards their rows anyway), so a page
+// pays no catalog churn for them.
 const tempTables = `
-CREATE TEMP TABLE page_trades (trade_id text, trade_seq bigint, seq bigint, instrument text, price numeric, quantity numeric,
-    buy_order_id text, sell_order_id text, buy_account text, sell_account text, ts timestamptz) ON COMMIT DROP;
-CREATE TEMP TABLE page_orders (order_id text, version bigint, seq bigint, account text, instrument text, side text,
-    price numeric, quantity numeric, remaining numeric, status text, ts timestamptz) ON COMMIT DROP;
-CREATE TEMP TABLE page_keys (account text, instrument text) ON COMMIT DROP;
-CREATE TEMP TABLE page_positions (account text, instrument text, quantity numeric, avg_cost numeric,
+CREATE TEMP TABLE IF NOT EXISTS page_trades (trade_id text, trade_seq bigint, seq bigint, instrument text, price numeric, quantity numeric,
+    buy_order_id text, sell_order_id text, buy_account text, sell_account text, ts timestamptz) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS page_keys (account text, instrument text) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS page_positions (account text, instrument text, quantity numeric, avg_cost numeric,
     opening_quantity numeric, opening_avg_cost numeric, opening_proven boolean, opening_seq bigint,
-    basis_quantity numeric, basis_avg_cost numeric, changed boolean) ON COMMIT DROP;`
+    basis_quantity numeric, basis_avg_cost numeric, changed boolean) ON COMMIT DELETE ROWS;`
 
 var (
 	tradeCols = []string{"trade_id", "trade_seq", "seq", "instrument", "price", "quantity", "buy_order_id", "sell_order_id", "buy_account", "sell_account", "ts"}
-	orderCols = []string{"order_id", "version", "seq", "account", "instrument", "side", "price", "quantity", "remaining", "status", "ts"}
+	orderCols = []string{"scope", "order_id", "version", "seq", "account", "instrument", "side", "price", "quantity", "remaining", "status", "ts"}
 )
 
 // checkLegacy refuses a scope holding rows without consensus provenance
@@ -68,9 +71,6 @@ func (w *pageTx) load(ctx context.Context) error {
 	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{"page_trades"}, tradeCols, pgx.CopyFromRows(w.p.trades)); err != nil {
 		return dbErr("store: copy page trades", err)
 	}
-	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{"page_orders"}, orderCols, pgx.CopyFromRows(w.p.orders)); err != nil {
-		return dbErr("store: copy page orders", err)
-	}
 	keys := make([][]any, len(w.p.keys))
 	for i, k := range w.p.keys {
 		keys[i] = []any{k.account, k.instrument}
@@ -78,19 +78,12 @@ func (w *pageTx) load(ctx context.Context) error {
 	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{"page_keys"}, []string{"account", "instrument"}, pgx.CopyFromRows(keys)); err != nil {
 		return dbErr("store: copy page keys", err)
 	}
-	// Statistics for the planner: without them it guesses the temp tables'
-	// size and may choose sequential scans over the base tables.
-	if _, err := w.tx.Exec(ctx, `ANALYZE page_trades, page_orders, page_keys`); err != nil {
-		return dbErr("store: analyze page tables", err)
-	}
+	// No ANALYZE: the planner sizes never-analyzed temp tables from their
+	// actual block count, and the queries over them are shaped (anti-join on
+	// trade_id, LATERAL per key) so that index probes win regardless.
 	return nil
 }
 
-// checkTrades: in the window (A, T'] the retained trades must be exactly the
-// source trades. Refuses ORPHAN_TRADE (retained, positioned in the window,
-// absent from the source), TRADE_PROVENANCE_CONFLICT (same id, other seq),
-// IMMUTABLE_TRADE_CONFLICT (same id and seq, other content; timestamps at
-// microseconds) and REJECTED_BOOKING (a source trade retained as not BOOKED).
 func (w *pageTx) checkTrades(ctx context.Context) error {
 	var orphans []string
 	rows, err := w.tx.Query(ctx, `
@@ -153,58 +146,85 @@ SELECT p.trade_id, p.seq, t.seq, t.booking_status,
 // versions and current orders rows) must be the SQL representation of its
 // source event: same seq (else ORDER_PROVENANCE_CONFLICT), same content with
 // timestamps compared at microseconds (else ORDER_ROW_MISMATCH), and present
-// in the source (else ORPHAN_ORDER).
+// in the source (else ORPHAN_ORDER). A retained version of a page order
+// outside the window is a provenance conflict too. The retained rows are
+// read with two indexed queries (by the page's order ids, and by the window)
+// and compared here; w.missingOrders collects the versions to insert.
 func (w *pageTx) checkOrders(ctx context.Context) error {
+	ids := make([]string, 0, len(w.p.orders))
+	seen := map[string]bool{}
+	for _, o := range w.p.orders {
+		if !seen[o.OrderID] {
+			seen[o.OrderID] = true
+			ids = append(ids, o.OrderID)
+		}
+	}
+	// Four indexed probes (a row may come twice; processing is idempotent).
+	const cols = `order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts`
 	rows, err := w.tx.Query(ctx, `
-SELECT x.order_id || ' v' || x.version || '@' || x.seq FROM (
-    SELECT order_id, version, seq FROM order_events WHERE scope = $1 AND seq > $2 AND seq <= $3
-    UNION ALL
-    SELECT order_id, version, seq FROM orders WHERE scope = $1 AND seq > $2 AND seq <= $3) x
- WHERE NOT EXISTS (SELECT 1 FROM page_orders p WHERE p.order_id = x.order_id AND p.version = x.version)
- ORDER BY x.seq LIMIT 5`, w.scope, w.p.after, w.p.through)
-	if err != nil {
-		return dbErr("store: orphan orders", err)
-	}
-	orphans, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return dbErr("store: orphan orders", err)
-	}
-	if len(orphans) > 0 {
-		return refuse(CodeOrphanOrder, "retained order rows in (%d, %d] absent from the source: %s", w.p.after, w.p.through, strings.Join(orphans, ", "))
-	}
-	const same = `r.account = p.account AND r.instrument = p.instrument AND r.side = p.side AND r.price = p.price
-        AND r.quantity = p.quantity AND r.remaining = p.remaining AND r.status = p.status AND r.ts = p.ts`
-	rows, err = w.tx.Query(ctx, `
-SELECT 'order_events', p.order_id, p.version, p.seq, r.seq, (`+same+`)
-  FROM page_orders p JOIN order_events r ON r.scope = $1 AND r.order_id = p.order_id AND r.version = p.version
+SELECT 'order_events', `+cols+` FROM order_events WHERE scope = $1 AND order_id = ANY($2::text[])
 UNION ALL
-SELECT 'orders', p.order_id, p.version, p.seq, r.seq, (`+same+`)
-  FROM page_orders p JOIN orders r ON r.scope = $1 AND r.order_id = p.order_id AND r.version = p.version`, w.scope)
+SELECT 'order_events', `+cols+` FROM order_events WHERE scope = $1 AND seq > $3 AND seq <= $4
+UNION ALL
+SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND order_id = ANY($2::text[])
+UNION ALL
+SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $4`, w.scope, ids, w.p.after, w.p.through)
 	if err != nil {
-		return dbErr("store: retained page orders", err)
+		return dbErr("store: retained orders", err)
 	}
 	defer rows.Close()
+	retained := map[orderKey]bool{}
+	var first error
 	for rows.Next() {
-		var table, id string
-		var version, srcSeq int64
-		var rowSeq *int64
-		var ok bool
-		if err := rows.Scan(&table, &id, &version, &srcSeq, &rowSeq, &ok); err != nil {
+		var table, side, status string
+		var r wire.Order
+		var seq *int64
+		if err := rows.Scan(&table, &r.OrderID, &r.Version, &seq, &r.Account, &r.Instrument, &side, &r.Price, &r.Quantity,
+			&r.Remaining, &status, &r.TS); err != nil {
 			return dbErr("store: scan retained order", err)
 		}
+		if first != nil {
+			continue
+		}
+		k := orderKey{r.OrderID, r.Version}
+		src := w.p.orderBy[k]
+		inWindow := seq != nil && *seq > w.p.after && *seq <= w.p.through
 		switch {
-		case rowSeq == nil:
-			return refuse(CodeUnknownLegacyHistory, "%s row %s v%d has no consensus seq", table, id, version)
-		case *rowSeq != srcSeq:
-			return refuse(CodeOrderProvenanceConflict, "%s row %s v%d retained at seq %d, source seq %d", table, id, version, *rowSeq, srcSeq)
-		case !ok:
-			return refuse(CodeOrderRowMismatch, "%s row %s v%d at seq %d differs from its source event", table, id, version, srcSeq)
+		case seq == nil:
+			first = refuse(CodeUnknownLegacyHistory, "%s row %s v%d has no consensus seq", table, r.OrderID, r.Version)
+		case src == nil && inWindow:
+			first = refuse(CodeOrphanOrder, "%s row %s v%d at seq %d in (%d, %d] is absent from the source", table, r.OrderID, r.Version, *seq, w.p.after, w.p.through)
+		case src == nil:
+			// another version of a page order, outside the window: checked by its own page
+		case *seq != src.Seq:
+			first = refuse(CodeOrderProvenanceConflict, "%s row %s v%d retained at seq %d, source seq %d", table, r.OrderID, r.Version, *seq, src.Seq)
+		case !sameOrder(&r, wire.Side(side), wire.OrderStatus(status), src):
+			first = refuse(CodeOrderRowMismatch, "%s row %s v%d at seq %d differs from its source event", table, r.OrderID, r.Version, src.Seq)
+		case table == "order_events":
+			retained[k] = true
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return dbErr("store: retained page orders", err)
+		return dbErr("store: retained orders", err)
+	}
+	if first != nil {
+		return first
+	}
+	for _, o := range w.p.orders {
+		if !retained[orderKey{o.OrderID, o.Version}] {
+			w.missingOrders = append(w.missingOrders, []any{w.scope, o.OrderID, o.Version, o.Seq, o.Account, o.Instrument,
+				string(o.Side), o.Price, o.Quantity, o.Remaining, string(o.Status), tsSQL(o.TS)})
+		}
 	}
 	return nil
+}
+
+// sameOrder compares a retained row with the SQL representation of its
+// source event: decimals numerically (numeric keeps no canonical scale),
+// timestamps at the column's microsecond precision (tsSQL).
+func sameOrder(r *wire.Order, side wire.Side, status wire.OrderStatus, s *wire.Order) bool {
+	return r.Account == s.Account && r.Instrument == s.Instrument && side == s.Side && status == s.Status &&
+		r.Price.Equal(s.Price) && r.Quantity.Equal(s.Quantity) && r.Remaining.Equal(s.Remaining) && r.TS.Equal(tsSQL(s.TS))
 }
 
 // posRow is one touched key: its pre-page row, its starting point and result.

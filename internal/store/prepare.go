@@ -1,7 +1,9 @@
 package store
 
 import (
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -18,12 +20,13 @@ type key struct{ account, instrument string }
 // work (decoding, hashing) never holds the projection write lock.
 type prepared struct {
 	page     *source.Page
-	after    int64  // A: the cursor the page must start at
-	through  int64  // T': throughSeq, or frozen_seq for a DRAINING run if lower
-	digest   string // chain digest through T'
-	applied  int    // events with seq <= T'
-	trades   [][]any
-	orders   [][]any
+	after    int64   // A: the cursor the page must start at
+	through  int64   // T': throughSeq, or frozen_seq for a DRAINING run if lower
+	digest   string  // chain digest through T'
+	applied  int     // events with seq <= T'
+	trades   [][]any // COPY rows of page_trades
+	orders   []*wire.Order
+	orderBy  map[orderKey]*wire.Order
 	tradeBy  map[string]*wire.Trade
 	openings map[key]*wire.Opening
 	keys     []key
@@ -69,7 +72,7 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 	}
 
 	p := &prepared{page: page, after: page.AfterSeq, through: page.ThroughSeq,
-		tradeBy: map[string]*wire.Trade{}, openings: map[key]*wire.Opening{}, fills: map[key][]fillRow{}}
+		tradeBy: map[string]*wire.Trade{}, orderBy: map[orderKey]*wire.Order{}, openings: map[key]*wire.Opening{}, fills: map[key][]fillRow{}}
 	if run.Phase == PhaseDraining {
 		// FR-APR09: a DRAINING scope is caught up only to its frozen sequence.
 		f := *run.FrozenSeq
@@ -87,7 +90,6 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 	d, digestAt := page.DigestAfter, page.DigestAfter
 	ckptDigest := page.DigestAfter
 	var last int64 = page.AfterSeq
-	orderSeen := map[[2]any]bool{}
 	seenKey := map[key]bool{}
 	addKey := func(k key) {
 		if !seenKey[k] {
@@ -104,15 +106,17 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 		if ck := run.RecoveryCheckpointSeq; ck != nil && ev.Seq <= *ck {
 			ckptDigest = d
 		}
-		if ev.Seq > p.through {
-			continue // beyond frozen: hashed for authenticity, never applied
+		if ev.Seq <= p.through {
+			digestAt = d // events beyond frozen are hashed for authenticity, never applied
+			p.applied++
 		}
-		digestAt = d
-		p.applied++
-		e, err := wire.Decode(ev.Wire)
-		if err != nil {
-			return nil, &Refusal{Code: CodeMalformedEvent, Detail: "event at seq " + strconv.FormatInt(ev.Seq, 10), Err: err}
-		}
+	}
+	decoded, err := decodeAll(page.Events[:p.applied])
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range decoded {
+		ev := page.Events[i]
 		if e.Seq() != ev.Seq {
 			return nil, refuse(CodeOrderingViolation, "event %d: page seq %d, wire seq %d", i, ev.Seq, e.Seq())
 		}
@@ -132,13 +136,12 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 			p.fills[sk] = append(p.fills[sk], fillRow{tradeID: t.TradeID, seq: t.Seq, tradeSeq: t.TradeSeq, leg: 1, qty: t.Quantity.Neg(), price: t.Price})
 		case e.Order != nil:
 			o := e.Order
-			ok := [2]any{o.OrderID, o.Version}
-			if orderSeen[ok] {
+			ok := orderKey{o.OrderID, o.Version}
+			if p.orderBy[ok] != nil {
 				return nil, refuse(CodeOrderingViolation, "order %s version %d appears twice in the page", o.OrderID, o.Version)
 			}
-			orderSeen[ok] = true
-			p.orders = append(p.orders, []any{o.OrderID, o.Version, o.Seq, o.Account, o.Instrument, string(o.Side),
-				o.Price, o.Quantity, o.Remaining, string(o.Status), tsSQL(o.TS)})
+			p.orderBy[ok] = o
+			p.orders = append(p.orders, o)
 		case e.Opening != nil:
 			k := key{e.Opening.Account, e.Opening.Instrument}
 			if p.openings[k] != nil {
@@ -163,6 +166,49 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 		}
 	}
 	return p, nil
+}
+
+// orderKey identifies an order version.
+type orderKey struct {
+	id      string
+	version int64
+}
+
+// decodeAll decodes wire bytes on all cores: decoding is the dominant Go cost
+// of a page and each event decodes independently. The first failure (lowest
+// index) wins, so the refusal is deterministic.
+func decodeAll(evs []source.Event) ([]wire.Event, error) {
+	out := make([]wire.Event, len(evs))
+	errs := make([]error, len(evs))
+	workers := runtime.GOMAXPROCS(0)
+	if workers > 8 {
+		workers = 8
+	}
+	if len(evs) < 256 {
+		workers = 1
+	}
+	var wg sync.WaitGroup
+	chunk := (len(evs) + workers - 1) / workers
+	for w := 0; w < workers; w++ {
+		lo, hi := w*chunk, min((w+1)*chunk, len(evs))
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				out[i], errs[i] = wire.Decode(evs[i].Wire)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, &Refusal{Code: CodeMalformedEvent, Detail: "event at seq " + strconv.FormatInt(evs[i].Seq, 10), Err: err}
+		}
+	}
+	return out, nil
 }
 
 // fillRow is one trade leg of a key (signed quantity).

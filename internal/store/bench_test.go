@@ -1,0 +1,183 @@
+package store
+
+import (
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/projection-recovery/projection-recovery/internal/chain"
+	"github.com/projection-recovery/projection-recovery/internal/engine"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/source"
+	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
+)
+
+// streamSource serves consecutive pages of a seeded engine workload without
+// keeping the whole history in memory (1M+ events).
+type streamSource struct {
+	eng    *engine.Engine
+	w      *engine.Workload
+	seq    int64
+	digest string
+	carry  []source.Event // a command that did not fit the previous page
+	total  int
+}
+
+func newStreamSource(tb testing.TB, seed uint64) *streamSource {
+	instr := []string{"ACME", "BOLT", "CRUX", "DUNE"}
+	w, err := engine.NewWorkload(seed, engine.WorkloadConfig{Accounts: 50, Instruments: instr, Openings: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &streamSource{eng: engine.New(engine.Descriptor{EngineID: "bench", Scope: "b", Instruments: instr}), w: w, digest: chain.Genesis}
+}
+
+// next returns the next page of whole commands, at most max events, stopping
+// once limit events have been served (the boundary is the last command).
+func (s *streamSource) next(tb testing.TB, max, limit int) *source.Page {
+	p := &source.Page{ProtocolVersion: 1, DescriptorHash: storetest.Descriptor, AfterSeq: s.seq, DigestAfter: s.digest}
+	evs := s.carry
+	s.carry = nil
+	for s.total+len(evs) < limit {
+		c := s.w.Next()
+		c.Seq = s.eng.LastSeq() + 1
+		out, err := s.eng.Apply(c)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(evs)+len(out) > max {
+			for _, o := range out {
+				s.carry = append(s.carry, source.Event{Seq: c.Seq, Wire: o.Wire})
+			}
+			p.ThroughSeq = c.Seq - 1
+			break
+		}
+		for _, o := range out {
+			evs = append(evs, source.Event{Seq: c.Seq, Wire: o.Wire})
+		}
+		p.ThroughSeq = c.Seq
+	}
+	if len(s.carry) == 0 && p.ThroughSeq == 0 {
+		p.ThroughSeq = s.eng.LastSeq()
+	}
+	for _, e := range evs {
+		s.digest = chain.Next(s.digest, e.Wire)
+	}
+	p.Events, p.DigestThrough, s.seq = evs, s.digest, p.ThroughSeq
+	s.total += len(evs)
+	p.BoundarySeq = p.ThroughSeq
+	if len(s.carry) > 0 {
+		p.BoundarySeq = s.eng.LastSeq()
+	}
+	return p
+}
+
+func benchEvents() int {
+	if v, err := strconv.Atoi(os.Getenv("PROJECTION_BENCH_EVENTS")); err == nil && v > 0 {
+		return v
+	}
+	return 40_000 // `make test`-sized; `make bench` sets PROJECTION_BENCH_EVENTS=1000000
+}
+
+// catchUpRun catches a fresh, empty projection up from genesis over n events
+// in pages of 10,000 (the contract's maximum). The source pages are generated
+// before the clock starts (encoding and hashing them is the member's cost);
+// the timed loop is the consumer: PreparePage (decode, verify chain) of the
+// next page overlapping with ApplyPrepared of the current one, as a worker
+// that fetches ahead would run.
+func catchUpRun(b *testing.B, n int) (*Store, time.Duration, int) {
+	s := newStore(b)
+	run := addRun(b, s, "b", PhaseActive, nil)
+	l, err := s.AcquireLease(ctxb, "b", "bench", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := newStreamSource(b, 42)
+	var pages []*source.Page
+	for total := 0; total < n; {
+		p := src.next(b, source.MaxPageEvents, n)
+		if len(p.Events) == 0 {
+			break
+		}
+		pages = append(pages, p)
+		total += len(p.Events)
+	}
+	type prep struct {
+		pp  *PreparedPage
+		err error
+	}
+	start := time.Now()
+	ahead := make(chan prep, 1)
+	go func() {
+		for _, p := range pages {
+			pp, err := s.PreparePage(run, p)
+			ahead <- prep{pp, err}
+		}
+		close(ahead)
+	}()
+	events := 0
+	for pr := range ahead {
+		if pr.err != nil {
+			b.Fatal(pr.err)
+		}
+		t := time.Now()
+		res, err := s.ApplyPrepared(ctxb, l, run, pr.pp)
+		if err != nil {
+			b.Fatalf("page after %d: %v", res.AfterSeq, err)
+		}
+		if os.Getenv("PROJECTION_BENCH_VERBOSE") != "" {
+			b.Logf("page after %d: %d events in %v", res.AfterSeq, res.Applied, time.Since(t))
+		}
+		events += res.Applied
+	}
+	return s, time.Since(start), events
+}
+
+// BenchmarkCatchUpFromGenesis: catch up N events from genesis into an empty
+// projection, then COPY the same trade rows into the same table (another
+// scope) in the same run. Metrics: events/s of the catch-up, copy rows/s,
+// ratio_to_copy = t(COPY of the trade rows) / t(catch-up) (the goal is >= 0.5),
+// and t(N)/t(N/4) as t4N/tN (linear scaling is ~4).
+//
+//	PROJECTION_BENCH_EVENTS=1000000 go test -run '^$' -bench CatchUpFromGenesis -benchtime 1x ./internal/store
+func BenchmarkCatchUpFromGenesis(b *testing.B) {
+	n := benchEvents()
+	_ = pgtest.AdminDSN(b)
+	for i := 0; i < b.N; i++ {
+		_, tQuarter, eQuarter := catchUpRun(b, n/4)
+		s, tFull, eFull := catchUpRun(b, n)
+
+		rows, err := s.pool.Query(ctxb, `SELECT 'copy', trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
+       buy_account, sell_account, ts, booking_status, written_by FROM trades WHERE scope = 'b'`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var data [][]any
+		for rows.Next() {
+			v, err := rows.Values()
+			if err != nil {
+				b.Fatal(err)
+			}
+			data = append(data, v)
+		}
+		rows.Close()
+		start := time.Now()
+		copied, err := s.pool.CopyFrom(ctxb, pgx.Identifier{"trades"}, []string{"scope", "trade_id", "trade_seq", "seq", "instrument",
+			"price", "quantity", "buy_order_id", "sell_order_id", "buy_account", "sell_account", "ts", "booking_status", "written_by"},
+			pgx.CopyFromRows(data))
+		tCopy := time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(eFull), "events")
+		b.ReportMetric(float64(eFull)/tFull.Seconds(), "events/s")
+		b.ReportMetric(float64(copied), "trade_rows")
+		b.ReportMetric(float64(copied)/tCopy.Seconds(), "copy_rows/s")
+		b.ReportMetric(tCopy.Seconds()/tFull.Seconds(), "ratio_to_copy")
+		b.ReportMetric((tFull.Seconds()/float64(eFull))/(tQuarter.Seconds()/float64(eQuarter))*4, "t4N/tN")
+		b.Logf("N/4=%d events in %v; N=%d events in %v; COPY %d trade rows in %v", eQuarter, tQuarter, eFull, tFull, copied, tCopy)
+	}
+}
