@@ -138,7 +138,9 @@ func refuse(c Code, format string, args ...any) *Refusal {
 
 // CodeOf maps any error, once, to its stable code: a *Refusal keeps its own;
 // source client errors map to SOURCE_*; connection-class PostgreSQL failures,
-// closed connections and network errors to DATABASE_UNAVAILABLE; nil to "".
+// closed connections, network errors and a cancelled or expired context (a
+// shutdown mid-transaction rolls back: nothing written) to
+// DATABASE_UNAVAILABLE; anything else to INTERNAL; nil to "".
 func CodeOf(err error) Code {
 	if err == nil {
 		return ""
@@ -182,7 +184,7 @@ func dbUnavailable(err error) bool {
 	var ne net.Error
 	switch {
 	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, net.ErrClosed), pgconn.SafeToRetry(err), pgconn.Timeout(err):
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, net.ErrClosed), pgconn.SafeToRetry(err), pgconn.Timeout(err):
 		return true
 	}
 	var oe *net.OpError

@@ -238,7 +238,10 @@ ON CONFLICT (msg_id) DO NOTHING`, w.scope, w.p.through); err != nil {
 }
 
 // msgIDSQL is the notification idempotency key (Nats-Msg-Id):
-// position/<scope>/<account>/<instrument>/<cursor seq>, components
-// percent-free but length-prefixed so that '/' inside a name cannot collide.
+// position/<scope>/<account>/<instrument>/<cursor seq>/<qty>@<avg>, names
+// length-prefixed so that a '/' inside one cannot collide. The value is part
+// of the key: after a cursor reset (FR-APR07) a page may end at the same seq
+// with a different position, and that notification must not be mistaken for
+// the one already sent.
 const msgIDSQL = `'position/' || length($1::text) || ':' || $1::text || '/' || length(account) || ':' || account || '/' ||
-       length(instrument) || ':' || instrument || '/' || $2::bigint`
+       length(instrument) || ':' || instrument || '/' || $2::bigint || '/' || trim_scale(quantity)::text || '@' || trim_scale(avg_cost)::text`

@@ -326,3 +326,30 @@ func TestFRAPR06_OrderVersionsNeverRewound(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// FR-APR04/05: an idle page (afterSeq == boundary) re-verifies identity and
+// chain, refreshes the observed boundary and last verification, writes no data.
+func TestFRAPR05_IdlePageRefreshesVerification(t *testing.T) {
+	f := setup(t)
+	catchUp(t, f.s, f.l, f.run, f.src, 100)
+	c1, _ := f.s.ReadCursor(ctxb, "s")
+	res, err := f.s.ApplyPage(ctxb, f.l, f.run, f.src.Page(4, 100))
+	if err != nil || res.State != StateCurrent || res.Applied != 0 || res.ChangedKeys != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	c2, _ := f.s.ReadCursor(ctxb, "s")
+	if c2.VerifiedThroughSeq != 4 || c2.ChainDigest != c1.ChainDigest || !c2.LastVerifiedAt.After(*c1.LastVerifiedAt) {
+		t.Fatalf("%+v", c2)
+	}
+}
+
+// A shutdown (cancelled context) mid-page is transient, never BLOCKED.
+func TestCancelledContextIsTransient(t *testing.T) {
+	f := setup(t)
+	ctx, cancel := context.WithCancel(ctxb)
+	cancel()
+	_, err := f.s.ApplyPage(ctx, f.l, f.run, f.page())
+	if c := CodeOf(err); !c.Transient() {
+		t.Fatalf("cancelled page: %s (%v)", c, err)
+	}
+}
