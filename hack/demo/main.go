@@ -1,0 +1,394 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command demo runs the whole loop locally, started by `make demo`: a real
+// kube-apiserver + etcd (envtest, built from source by hack/control-plane.sh)
+// with the CRDs, a throwaway PostgreSQL cluster with the trade-processor's
+// schema, the reference member trading with a lossy live NATS feed, the live
+// projector writing what arrives, the operator with auto-recovery on, and a
+// sample ProjectionRecovery. It prints `kubectl get projectionrecoveries` as
+// the scope goes CATCHING_UP → CURRENT, then the completeness endpoint.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/projection-recovery/projection-recovery/internal/live"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/store"
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
+)
+
+type config struct {
+	scope       string
+	commands    int
+	dropRate    float64
+	rate        float64
+	exitCurrent bool
+	workDir     string
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.scope, "scope", "venue-a", "projection scope of the demo")
+	flag.IntVar(&c.commands, "commands", 4000, "commands the member trades before the operator is started")
+	flag.Float64Var(&c.dropRate, "drop-rate", 0.3, "share of live feed events the member drops")
+	flag.Float64Var(&c.rate, "rate", 1000, "member commands per second")
+	flag.BoolVar(&c.exitCurrent, "exit-when-current", os.Getenv("DEMO_EXIT_WHEN_CURRENT") != "", "stop and clean up once the scope is CURRENT (smoke runs)")
+	flag.StringVar(&c.workDir, "work-dir", ".demo", "folder for logs, kubeconfig and the member's command log (recreated)")
+	flag.Parse()
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func say(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
+
+func run(c config) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	work, _ := filepath.Abs(filepath.Join(root, c.workDir))
+	_ = os.RemoveAll(work)
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	bin := filepath.Join(root, "bin")
+
+	say("starting a local control plane (kube-apiserver + etcd) with the ProjectionRecovery CRD")
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	user, err := env.AddUser(envtest.User{Name: "demo-admin", Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		return err
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(work, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		return err
+	}
+	assets, _ := testenv.AssetsDir()
+	kubectl := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		return out.String(), err
+	}
+
+	say("starting a throwaway PostgreSQL cluster on loopback")
+	pg, err := pgtest.StartCluster()
+	if err != nil {
+		return err
+	}
+	defer pg.Stop()
+	st, err := store.Open(ctx, pg.DSN)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.EnsureBaseSchema(ctx); err != nil {
+		return err
+	}
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+
+	ports, err := freePorts(5)
+	if err != nil {
+		return err
+	}
+	memberPort, natsPort, metricsPort, probePort, complPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	memberURL := fmt.Sprintf("http://127.0.0.1:%d", memberPort)
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	say("starting the reference member (scope %s, %d commands, %.0f%% of the live feed dropped)", c.scope, c.commands, c.dropRate*100)
+	member, err := startProcess(work, "member", nil, filepath.Join(bin, "member"),
+		"--scope", c.scope, "--log-dir", filepath.Join(work, "member-data"), "--fsync=false",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", memberPort), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort),
+		"--drop-rate", fmt.Sprint(c.dropRate), "--rate", fmt.Sprint(c.rate), "--max-commands", fmt.Sprint(c.commands))
+	if err != nil {
+		return err
+	}
+	defer member.stop()
+	desc, err := waitDescriptor(ctx, memberURL)
+	if err != nil {
+		return err
+	}
+	if _, err := st.Pool().Exec(ctx, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
+VALUES ($1, 1, true, true, 'ACTIVE', $2, $3)`, c.scope, desc.DescriptorHash, desc.ProtocolVersion); err != nil {
+		return fmt.Errorf("selecting the run: %w", err)
+	}
+
+	say("starting the live projector (the trade-processor's lossy NATS path)")
+	nc, err := nats.Connect(natsURL, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	go func() { _ = live.Run(ctx, nc, "projection.events."+c.scope, st.Pool(), c.scope, nil) }()
+
+	say("waiting for the member to trade %d commands", c.commands)
+	for {
+		d, err := fetchDescriptor(memberURL)
+		if err == nil && d.BoundarySeq >= int64(c.commands) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-member.done:
+			return fmt.Errorf("the member exited (%v); see %s/member.log:\n%s", err, work, tail(filepath.Join(work, "member.log")))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	var trades int
+	_ = st.Pool().QueryRow(ctx, `SELECT count(*) FROM trades WHERE scope = $1`, c.scope).Scan(&trades)
+	say("the live feed left %d trades in SQL, with gaps; starting the operator with auto-recovery on", trades)
+
+	manager, err := startProcess(work, "manager", []string{"KUBECONFIG=" + kubeconfig}, filepath.Join(bin, "manager"),
+		"--enable-auto-recovery", "--dev", "--owner-id", "demo-manager", "--nats-url", natsURL,
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probePort),
+		"--completeness-bind-address", fmt.Sprintf("127.0.0.1:%d", complPort))
+	if err != nil {
+		return err
+	}
+	defer manager.stop()
+
+	sample := fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: %[1]s-db, namespace: default}
+stringData: {dsn: %[2]q}
+---
+apiVersion: recovery.projection.io/v1alpha1
+kind: ProjectionRecovery
+metadata: {name: %[1]s, namespace: default}
+spec:
+  scope: %[1]s
+  source: {url: %[3]q}
+  database: {dsnSecretRef: {name: %[1]s-db, key: dsn}}
+  pageSize: 250
+  pagesPerCycle: 2
+  interval: 5s
+`, c.scope, pg.DSN, memberURL)
+	samplePath := filepath.Join(work, "sample.yaml")
+	if err := os.WriteFile(samplePath, []byte(sample), 0o600); err != nil {
+		return err
+	}
+	out, err := kubectl("apply", "-f", samplePath)
+	fmt.Print(out)
+	if err != nil {
+		return err
+	}
+
+	say("kubectl get projectionrecoveries (printed whenever it changes)")
+	last := ""
+	for {
+		out, err := kubectl("get", "projectionrecoveries", "-n", "default")
+		if key := withoutAge(out); err == nil && key != last {
+			fmt.Print(stripHeaderAfterFirst(out, last == ""))
+			last = key
+		}
+		if strings.Contains(out, " CURRENT ") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-manager.done:
+			return fmt.Errorf("the manager exited (%v); see %s/manager.log:\n%s", err, work, tail(filepath.Join(work, "manager.log")))
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	out, _ = kubectl("get", "projectionrecoveries", "-n", "default", "-o", "wide")
+	fmt.Print(out)
+
+	say("GET /v2/projection-completeness")
+	if body, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/v2/projection-completeness", complPort)); err == nil {
+		fmt.Println(body)
+	} else {
+		fmt.Println("completeness endpoint:", err)
+	}
+	liveTrades := trades
+	_ = st.Pool().QueryRow(ctx, `SELECT count(*) FROM trades WHERE scope = $1`, c.scope).Scan(&trades)
+	say("SQL now holds %d trades (the live feed had left %d); the positions of every touched key were re-derived in authoritative order", trades, liveTrades)
+
+	if c.exitCurrent {
+		say("CURRENT reached; stopping (--exit-when-current)")
+		return nil
+	}
+	say("running. Try: KUBECONFIG=%s %s get prec -w", kubeconfig, filepath.Join(assets, "kubectl"))
+	say("logs: %s/{member,manager}.log. Press Ctrl-C to stop; everything started here is torn down.", work)
+	<-ctx.Done()
+	say("stopping")
+	return nil
+}
+
+// withoutAge is the table without its AGE column, so only real changes print.
+func withoutAge(out string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			b.WriteString(strings.Join(f[:len(f)-1], " "))
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// stripHeaderAfterFirst drops kubectl's header line after the first print,
+// so the output reads as a timeline of the resource.
+func stripHeaderAfterFirst(out string, first bool) string {
+	if first {
+		return out
+	}
+	if i := strings.IndexByte(out, '\n'); i >= 0 {
+		return out[i+1:]
+	}
+	return out
+}
+
+type descriptor struct {
+	DescriptorHash  string `json:"descriptorHash"`
+	ProtocolVersion int    `json:"protocolVersion"`
+	BoundarySeq     int64  `json:"boundarySeq"`
+}
+
+func fetchDescriptor(base string) (descriptor, error) {
+	var d descriptor
+	body, err := httpGet(base + "/recon/descriptor")
+	if err != nil {
+		return d, err
+	}
+	return d, json.Unmarshal([]byte(body), &d)
+}
+
+func waitDescriptor(ctx context.Context, base string) (descriptor, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := fetchDescriptor(base)
+		if err == nil {
+			return d, nil
+		}
+		if time.Now().After(deadline) {
+			return d, fmt.Errorf("the member did not answer on %s: %w", base, err)
+		}
+		select {
+		case <-ctx.Done():
+			return d, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func httpGet(u string) (string, error) {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(u)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	return string(b), err
+}
+
+// freePorts holds n listeners open at once, so the kernel hands out n
+// distinct ports, then releases them for the processes to bind.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-20):], "\n")
+}
+
+type process struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// startProcess runs a binary with extra environment, its output in
+// <work>/<name>.log.
+func startProcess(work, name string, env []string, path string, args ...string) (*process, error) {
+	logf, err := os.Create(filepath.Join(work, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", path, err)
+	}
+	p := &process{cmd: cmd, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	return p, nil
+}
+
+// stop sends SIGTERM (graceful: the manager releases its leases) and waits.
+func (p *process) stop() {
+	if p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
