@@ -42,7 +42,7 @@ import (
 // log, matching engine, contract handler on a real TCP port) and the lossy
 // live projector writing what the feed did not drop.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	scope  string
 	dsn    string
 	pool   *pgxpool.Pool
@@ -71,7 +71,7 @@ func (p livePublisher) Publish(_ string, data []byte) error {
 	return live.ApplyWire(context.Background(), p.pool, p.scope, data)
 }
 
-func newFixture(t *testing.T, scope string, commands int, dropRate float64) *fixture {
+func newFixture(t testing.TB, scope string, commands int, dropRate float64) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{t: t, scope: scope, dsn: pgtest.NewDSN(t)}

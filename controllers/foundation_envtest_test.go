@@ -47,7 +47,7 @@ func sampleRecovery(ns, name, scope string) *recoveryv1.ProjectionRecovery {
 	}
 }
 
-func getRecovery(t *testing.T, ns, name string) *recoveryv1.ProjectionRecovery {
+func getRecovery(t testing.TB, ns, name string) *recoveryv1.ProjectionRecovery {
 	t.Helper()
 	obj := &recoveryv1.ProjectionRecovery{}
 	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {

@@ -204,7 +204,7 @@ func zapLevel() zapcore.Level {
 }
 
 // newNamespace gives each test its own namespace so tests never see each other's objects.
-func newNamespace(t *testing.T) string {
+func newNamespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "pr-test-"}}
 	if err := k8sClient.Create(context.Background(), ns); err != nil {
@@ -213,7 +213,7 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-func createSecret(t *testing.T, ns, name string, data map[string]string) {
+func createSecret(t testing.TB, ns, name string, data map[string]string) {
 	t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: data}
 	if err := k8sClient.Create(context.Background(), s); err != nil {
@@ -222,7 +222,7 @@ func createSecret(t *testing.T, ns, name string, data map[string]string) {
 }
 
 // eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var lastErr error
@@ -238,7 +238,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 }
 
 // dbNow is the database clock (leases are judged by it).
-func dbNow(t *testing.T, st *store.Store) time.Time {
+func dbNow(t testing.TB, st *store.Store) time.Time {
 	t.Helper()
 	var now time.Time
 	if err := st.Pool().QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now); err != nil {
