@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -210,8 +211,16 @@ func TestEnvtest_APIServerRefusesBadSpecs(t *testing.T) {
 		if err := k8sClient.Create(context.Background(), obj); err != nil {
 			t.Fatalf("create: %v", err)
 		}
-		obj.Spec.Scope = "venue-other"
-		err := k8sClient.Update(context.Background(), obj)
+		// The controller adds its finalizer concurrently: retry on conflicts
+		// until the API server answers about the scope itself.
+		var err error
+		for i := 0; i < 20; i++ {
+			cur := getRecovery(t, ns, "immutable")
+			cur.Spec.Scope = "venue-other"
+			if err = k8sClient.Update(context.Background(), cur); err == nil || !apierrors.IsConflict(err) {
+				break
+			}
+		}
 		if err == nil || !strings.Contains(err.Error(), "scope is immutable") {
 			t.Fatalf("update of scope: err = %v, want a refusal saying the scope is immutable", err)
 		}

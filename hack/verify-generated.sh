@@ -8,7 +8,8 @@ gen="${CONTROLLER_GEN:?CONTROLLER_GEN must point at controller-gen}"
 scratch="$(mktemp -d)"
 trap 'rm -rf "${scratch}"' EXIT
 cd "${root}"
-tar cf - go.mod go.sum api controllers config charts hack | tar xf - -C "${scratch}"
+# Every source file (tracked or new, not ignored), so packages resolve as in the work tree.
+git ls-files -z --cached --others --exclude-standard | xargs -0 tar cf - 2>/dev/null | tar xf - -C "${scratch}"
 (
   cd "${scratch}"
   "${gen}" object:headerFile=hack/boilerplate.go.txt paths=./api/...
