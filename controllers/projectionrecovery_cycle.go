@@ -72,8 +72,10 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 	fail := func(res cycleResult, err error) cycleResult {
 		var code store.Code
 		res.state, code = classify(err)
-		res.reason, res.message = string(code), err.Error()
-		log.V(1).Info("cycle failed", "code", code, "state", res.state, "err", err.Error())
+		// Driver errors can echo parts of a connection string: redact before
+		// the message reaches status, events or logs.
+		res.reason, res.message = string(code), redact(err.Error(), s.secrets)
+		log.V(1).Info("cycle failed", "code", code, "state", res.state, "err", res.message)
 		return res
 	}
 
