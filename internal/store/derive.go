@@ -198,8 +198,8 @@ WHERE o.version < EXCLUDED.version`, w.scope, w.p.after, w.p.through); err != ni
 
 	pos := make([][]any, len(w.rows))
 	for i, r := range w.rows {
-		pos[i] = []any{r.k.account, r.k.instrument, r.final.Quantity, r.final.AvgCost, r.openQty, r.openAvg, r.openProven,
-			r.openSeq, r.newBasis.Quantity, r.newBasis.AvgCost, r.changed}
+		pos[i] = []any{r.k.account, r.k.instrument, num(r.final.Quantity), num(r.final.AvgCost), num(r.openQty), num(r.openAvg), r.openProven,
+			r.openSeq, num(r.newBasis.Quantity), num(r.newBasis.AvgCost), r.changed}
 	}
 	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{"page_positions"}, []string{"account", "instrument", "quantity", "avg_cost",
 		"opening_quantity", "opening_avg_cost", "opening_proven", "opening_seq", "basis_quantity", "basis_avg_cost", "changed"},

@@ -217,7 +217,7 @@ SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $
 	for _, o := range w.p.orders {
 		if !retained[orderKey{o.OrderID, o.Version}] {
 			w.missingOrders = append(w.missingOrders, []any{w.scope, o.OrderID, o.Version, o.Seq, o.Account, o.Instrument,
-				string(o.Side), o.Price, o.Quantity, o.Remaining, string(o.Status), tsSQL(o.TS)})
+				string(o.Side), num(o.Price), num(o.Quantity), num(o.Remaining), string(o.Status), tsSQL(o.TS)})
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
@@ -127,7 +128,7 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 				return nil, refuse(CodeOrderingViolation, "trade %s appears twice in the page", t.TradeID)
 			}
 			p.tradeBy[t.TradeID] = t
-			p.trades = append(p.trades, []any{t.TradeID, t.TradeSeq, t.Seq, t.Instrument, t.Price, t.Quantity,
+			p.trades = append(p.trades, []any{t.TradeID, t.TradeSeq, t.Seq, t.Instrument, num(t.Price), num(t.Quantity),
 				t.BuyOrderID, t.SellOrderID, t.BuyAccount, t.SellAccount, tsSQL(t.TS)})
 			bk, sk := key{t.BuyAccount, t.Instrument}, key{t.SellAccount, t.Instrument}
 			addKey(bk)
@@ -166,6 +167,12 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 		}
 	}
 	return p, nil
+}
+
+// num converts a decimal to pgx's numeric without a string round trip
+// (formatting and re-parsing every amount dominated COPY encoding).
+func num(d decimal.Decimal) pgtype.Numeric {
+	return pgtype.Numeric{Int: d.Coefficient(), Exp: d.Exponent(), Valid: true}
 }
 
 // orderKey identifies an order version.
