@@ -37,6 +37,10 @@ verify-generated: $(CONTROLLER_GEN) ## Fail when committed generated files are o
 fmt-check: ## Fail when gofmt would change a file.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+.PHONY: chart-check
+chart-check: $(HELM) ## Lint and render the Helm chart; auto-recovery must be off by default.
+	HELM=$(HELM) hack/chart-check.sh
+
 .PHONY: vet
 vet: ## go vet.
 	go vet ./...
@@ -53,7 +57,7 @@ control-plane: ## Build (once, cached) kube-apiserver, etcd and kubectl from sou
 	hack/control-plane.sh
 
 .PHONY: test
-test: control-plane fmt-check vet verify-generated ## Run every test tier against a real kube-apiserver and PostgreSQL.
+test: control-plane fmt-check vet verify-generated chart-check ## Run every test tier against a real kube-apiserver and PostgreSQL.
 	hack/postgres.sh run -- hack/test.sh ./...
 
 .PHONY: bench
