@@ -39,7 +39,7 @@ func Run(ctx context.Context, nc *nats.Conn, subject string, pool *pgxpool.Pool,
 		case <-ctx.Done():
 			return nil
 		case m := <-ch:
-			if err := ApplyWire(ctx, pool, scope, m.Data); err != nil && onErr != nil {
+			if err := ApplyWire(ctx, pool, scope, m.Data); err != nil && onErr != nil && ctx.Err() == nil {
 				onErr(err)
 			}
 		}
