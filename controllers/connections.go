@@ -53,6 +53,11 @@ type Connections struct {
 	mu      sync.Mutex
 	stores  map[string]*store.Store
 	clients map[string]*source.Client
+	// users tracks which resources use which pool, so that a pool nobody
+	// uses any more (resource deleted, Secret rotated to another DSN) is
+	// closed instead of holding connections for the life of the manager.
+	users      map[string]map[string]struct{} // pool key → resource keys
+	resourceOf map[string]string              // resource key → pool key
 }
 
 func credentialKey(parts ...string) string {
@@ -63,11 +68,13 @@ func credentialKey(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Store returns the shared store for dsn, opening its pool on first use.
-func (c *Connections) Store(ctx context.Context, dsn string) (*store.Store, error) {
+// Store returns the shared store for dsn on behalf of resource (namespace/name),
+// opening its pool on first use.
+func (c *Connections) Store(ctx context.Context, resource, dsn string) (*store.Store, error) {
 	key := credentialKey(dsn)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.use(resource, key)
 	if s, ok := c.stores[key]; ok {
 		return s, nil
 	}
@@ -91,6 +98,46 @@ func (c *Connections) Store(ctx context.Context, dsn string) (*store.Store, erro
 	s := store.New(pool)
 	c.stores[key] = s
 	return s, nil
+}
+
+// use records that resource now uses pool key, closing the pool it used
+// before if nobody else does. Callers hold c.mu.
+func (c *Connections) use(resource, key string) {
+	if c.users == nil {
+		c.users, c.resourceOf = map[string]map[string]struct{}{}, map[string]string{}
+	}
+	if old, ok := c.resourceOf[resource]; ok && old != key {
+		c.drop(resource, old)
+	}
+	if c.users[key] == nil {
+		c.users[key] = map[string]struct{}{}
+	}
+	c.users[key][resource] = struct{}{}
+	c.resourceOf[resource] = key
+}
+
+// drop removes resource from pool key's users and closes an unused pool.
+// Callers hold c.mu.
+func (c *Connections) drop(resource, key string) {
+	delete(c.users[key], resource)
+	if len(c.users[key]) > 0 {
+		return
+	}
+	delete(c.users, key)
+	if s, ok := c.stores[key]; ok {
+		s.Close()
+		delete(c.stores, key)
+	}
+}
+
+// Forget is called when resource is deleted: its pool closes if unused.
+func (c *Connections) Forget(resource string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if key, ok := c.resourceOf[resource]; ok {
+		delete(c.resourceOf, resource)
+		c.drop(resource, key)
+	}
 }
 
 // Client returns the shared source client for a resource's source spec.

@@ -161,6 +161,7 @@ func (r *ProjectionRecoveryReconciler) finalize(ctx context.Context, obj *recove
 		return nil
 	}
 	r.releaseLease(ctx, obj)
+	r.Connections.Forget(resourceKey(obj))
 	r.Registry.Forget(obj.Namespace, obj.Name)
 	r.Metrics.forget(obj)
 	patch := client.MergeFrom(obj.DeepCopy())

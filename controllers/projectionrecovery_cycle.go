@@ -87,7 +87,7 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 		}
 		return fail(cycleResult{}, err)
 	}
-	st, err := r.Connections.Store(ctx, s.secrets.dsn)
+	st, err := r.Connections.Store(ctx, resourceKey(s.obj), s.secrets.dsn)
 	if err != nil {
 		return fail(cycleResult{}, &store.Refusal{Code: store.CodeDatabaseUnavailable, Detail: "connecting to the projection database", Err: err})
 	}
@@ -209,6 +209,8 @@ func advanceCursor(c store.Cursor, run store.Run, pr store.PageResult, now time.
 	c.LastVerifiedAt = &now
 	return c
 }
+
+func resourceKey(obj *recoveryv1.ProjectionRecovery) string { return obj.Namespace + "/" + obj.Name }
 
 // refusalBoundary extracts B from a member refusal (409 bodies carry it).
 func refusalBoundary(err error) int64 {

@@ -37,7 +37,7 @@ func (r *ProjectionRecoveryReconciler) releaseLease(ctx context.Context, obj *re
 		log.Info("lease not released on deletion: database Secret unavailable; it expires on its own", "reason", err.Error())
 		return
 	}
-	st, err := r.Connections.Store(ctx, dsn)
+	st, err := r.Connections.Store(ctx, resourceKey(obj), dsn)
 	if err != nil {
 		log.Info("lease not released on deletion: database unavailable; it expires on its own")
 		return
