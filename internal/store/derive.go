@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
@@ -154,6 +155,31 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 		}
 	}
 	return nil
+}
+
+// checkPhantomBalances runs when a page makes the scope CURRENT: a position
+// row that no page ever touched (no basis), that has no retained trade and no
+// proven opening event behind it, and that holds a non-zero balance, is a
+// balance nothing explains (UNEXPLAINED_BALANCE). Without this check a row
+// written outside the trade path would survive a genesis re-verification
+// simply because the source never mentions its key.
+func (w *pageTx) checkPhantomBalances(ctx context.Context) error {
+	var acct, instr string
+	var qty decimal.Decimal
+	err := w.tx.QueryRow(ctx, `
+SELECT p.account, p.instrument, p.quantity FROM positions p
+ WHERE p.scope = $1 AND (p.quantity <> 0 OR p.avg_cost <> 0) AND p.opening_seq IS NULL
+   AND NOT EXISTS (SELECT 1 FROM projection_catchup_basis b WHERE b.scope = $1 AND b.account = p.account AND b.instrument = p.instrument)
+   AND NOT EXISTS (SELECT 1 FROM trades t WHERE t.scope = $1 AND t.buy_account = p.account AND t.instrument = p.instrument)
+   AND NOT EXISTS (SELECT 1 FROM trades t WHERE t.scope = $1 AND t.sell_account = p.account AND t.instrument = p.instrument)
+ LIMIT 1`, w.scope).Scan(&acct, &instr, &qty)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return dbErr("store: phantom balances", err)
+	}
+	return refuse(CodeUnexplainedBalance, "key %s/%s holds %s but no source event or retained trade explains it", acct, instr, qty)
 }
 
 // write persists the page: missing trades, order versions, positions, basis,

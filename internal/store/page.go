@@ -186,6 +186,11 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 	state := StateCatchingUp
 	if p.through == pg.BoundarySeq || (run.Phase == PhaseDraining && p.through == *run.FrozenSeq) {
 		state = StateCurrent
+		// Before claiming completeness, no balance may exist that no page
+		// ever explained (FR-APR07 "re-verifies every retained row").
+		if err := w.checkPhantomBalances(ctx); err != nil {
+			return PageResult{}, err
+		}
 	}
 	res := PageResult{
 		Scope: scope, AfterSeq: pg.AfterSeq, VerifiedThroughSeq: p.through, ChainDigest: p.digest,

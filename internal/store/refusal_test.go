@@ -187,6 +187,17 @@ func TestRefusal_UNEXPLAINED_BALANCE(t *testing.T) {
 	refused(t, g.s, g.l, g.run, g.page(), CodeUnexplainedBalance)
 }
 
+// A balance on a key the source never mentions blocks the page that would
+// make the scope CURRENT.
+func TestUnexplainedPhantomBalanceBlocksCompleteness(t *testing.T) {
+	f := setup(t)
+	seedPosition(t, f.s, "s", "Z", "ACME", "5", "10", true, "0")
+	if _, err := f.s.ApplyPage(ctxb, f.l, f.run, f.src.Page(0, 3)); err != nil {
+		t.Fatalf("a partial page claims nothing about Z: %v", err)
+	}
+	refused(t, f.s, f.l, f.run, f.src.Page(2, 100), CodeUnexplainedBalance)
+}
+
 func TestRefusal_UNPROVEN_INITIAL_BALANCE(t *testing.T) {
 	f := setup(t)
 	seedPosition(t, f.s, "s", "B", "ACME", "3", "90", false, "3")
