@@ -40,9 +40,7 @@ var (
 // from TestMain: func TestMain(m *testing.M) { pgtest.Main(m) }.
 func Main(m *testing.M) {
 	code := m.Run()
-	if cluster != nil {
-		cluster.Stop()
-	}
+	Shutdown()
 	os.Exit(code)
 }
 
