@@ -14,9 +14,10 @@ import (
 )
 
 // pageTx is the data half of one page transaction (after lock, lease, run and
-// cursor checks). All statements are set-based: the page rows go into
-// temporary tables by COPY and every check or write is one statement over
-// them, never one statement per row.
+// cursor checks). Everything is set-based, never one statement per row: page
+// trades, keys and derived positions go into temporary tables by COPY and each
+// check or write is one statement over them; retained order versions are read
+// by a few indexed probes and compared in Go, and the missing ones are COPYed.
 type pageTx struct {
 	tx    pgx.Tx
 	scope string
