@@ -72,12 +72,13 @@ func (w *pageTx) load(ctx context.Context) error {
 	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{"page_trades"}, tradeCols, pgx.CopyFromRows(w.p.trades)); err != nil {
 		return dbErr("store: copy page trades", err)
 	}
-	keys := make([][]any, len(w.p.keys))
+	accts := make([]string, len(w.p.keys))
+	instrs := make([]string, len(w.p.keys))
 	for i, k := range w.p.keys {
-		keys[i] = []any{k.account, k.instrument}
+		accts[i], instrs[i] = k.account, k.instrument
 	}
-	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{"page_keys"}, []string{"account", "instrument"}, pgx.CopyFromRows(keys)); err != nil {
-		return dbErr("store: copy page keys", err)
+	if _, err := w.tx.Exec(ctx, `INSERT INTO page_keys SELECT * FROM unnest($1::text[], $2::text[])`, accts, instrs); err != nil {
+		return dbErr("store: page keys", err)
 	}
 	// No ANALYZE: the planner sizes never-analyzed temp tables from their
 	// actual block count, and the queries over them are shaped (anti-join on
