@@ -186,8 +186,9 @@ SELECT p.account, p.instrument, p.quantity FROM positions p
 // outbox. Set-based: one statement per table.
 func (w *pageTx) write(ctx context.Context) error {
 	// A plain INSERT of the page trades not yet retained (one primary-key
-	// probe each) instead of ON CONFLICT DO NOTHING: no speculative insertion
-	// per row. Under the projection write lock no other writer can add one
+	// probe each, fenced by OFFSET 0 like checkTrades so it never becomes a
+	// hash of the whole table) instead of ON CONFLICT DO NOTHING: no
+	// speculative insertion per row. Under the projection write lock no other writer can add one
 	// meanwhile; if one appeared anyway the primary key fails the page and it
 	// rolls back, it never double-writes.
 	ct, err := w.tx.Exec(ctx, `
@@ -196,7 +197,8 @@ INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity
 SELECT $1, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
        buy_account, sell_account, ts, 'BOOKED', 'recovery'
   FROM page_trades p
- WHERE NOT EXISTS (SELECT 1 FROM trades t WHERE t.scope = $1 AND t.trade_id = p.trade_id)`, w.scope)
+  LEFT JOIN LATERAL (SELECT true AS found FROM trades t WHERE t.scope = $1 AND t.trade_id = p.trade_id OFFSET 0) x ON true
+ WHERE x.found IS NULL`, w.scope)
 	if err != nil {
 		return dbErr("store: insert missing trades", err)
 	}

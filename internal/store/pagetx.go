@@ -102,16 +102,17 @@ SELECT t.trade_id || '@' || t.seq FROM trades t
 	if len(orphans) > 0 {
 		return refuse(CodeOrphanTrade, "retained trades in (%d, %d] absent from the source: %s", w.p.after, w.p.through, strings.Join(orphans, ", "))
 	}
-	// LATERAL: one primary-key probe per page trade; a hash join over all of
-	// the scope's trades (what stale statistics chose during bulk catch-up)
-	// made each page cost O(table).
+	// LATERAL ... OFFSET 0: one primary-key probe per page trade. OFFSET 0
+	// keeps the planner from pulling the subquery up into a plain join, which
+	// stale statistics during a bulk catch-up turned into a hash of ALL the
+	// scope's trades on every page (O(table) per page, quadratic overall).
 	rows, err = w.tx.Query(ctx, `
 SELECT p.trade_id, p.seq, t.seq, t.booking_status,
        (t.trade_seq = p.trade_seq AND t.instrument = p.instrument AND t.price = p.price AND t.quantity = p.quantity
         AND t.buy_order_id = p.buy_order_id AND t.sell_order_id = p.sell_order_id AND t.buy_account = p.buy_account
         AND t.sell_account = p.sell_account AND t.ts = p.ts)
   FROM page_trades p
-  CROSS JOIN LATERAL (SELECT * FROM trades t WHERE t.scope = $1 AND t.trade_id = p.trade_id) t
+  CROSS JOIN LATERAL (SELECT * FROM trades t WHERE t.scope = $1 AND t.trade_id = p.trade_id OFFSET 0) t
  ORDER BY p.seq, p.trade_seq`, w.scope)
 	if err != nil {
 		return dbErr("store: retained page trades", err)
