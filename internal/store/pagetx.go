@@ -166,14 +166,19 @@ func (w *pageTx) checkOrders(ctx context.Context) error {
 			ids = append(ids, o.OrderID)
 		}
 	}
-	// Four indexed probes (a row may come twice; processing is idempotent).
+	// Indexed probes only (a row may come twice; processing is idempotent):
+	// per page order id through the primary key (LATERAL ... OFFSET 0, so
+	// stale statistics cannot turn it into a scan of the scope), and the
+	// window through the (scope, seq) indexes.
 	const cols = `order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts`
 	rows, err := w.tx.Query(ctx, `
-SELECT 'order_events', `+cols+` FROM order_events WHERE scope = $1 AND order_id = ANY($2::text[])
+SELECT 'order_events', e.* FROM unnest($2::text[]) AS i(id)
+  CROSS JOIN LATERAL (SELECT `+cols+` FROM order_events WHERE scope = $1 AND order_id = i.id OFFSET 0) e
 UNION ALL
 SELECT 'order_events', `+cols+` FROM order_events WHERE scope = $1 AND seq > $3 AND seq <= $4
 UNION ALL
-SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND order_id = ANY($2::text[])
+SELECT 'orders', o.* FROM unnest($2::text[]) AS i(id)
+  CROSS JOIN LATERAL (SELECT `+cols+` FROM orders WHERE scope = $1 AND order_id = i.id OFFSET 0) o
 UNION ALL
 SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $4`, w.scope, ids, w.p.after, w.p.through)
 	if err != nil {
