@@ -104,3 +104,15 @@ type pageView struct {
 	idle              bool
 	boundary, through int64
 }
+
+// observerMinRequeue keeps a manager that only observes another's lease from
+// polling the member (each non-idle probe costs the member a replay).
+const observerMinRequeue = time.Second
+
+// observerRequeue is when a manager that found the lease held elsewhere
+// looks again: when that lease would expire if its holder died (so the scope
+// is taken over promptly), but no later than the interval.
+func observerRequeue(now, leaseExpiresAt time.Time, interval time.Duration) time.Duration {
+	d := leaseExpiresAt.Sub(now) + 100*time.Millisecond
+	return min(max(d, observerMinRequeue), interval)
+}

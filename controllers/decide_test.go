@@ -222,3 +222,21 @@ func TestRedact_RemovesCredentials(t *testing.T) {
 		t.Fatalf("resolvedSecrets prints its content: %s", s)
 	}
 }
+
+func TestObserverRequeue(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		expires  time.Time
+		interval time.Duration
+		want     time.Duration
+	}{
+		{now.Add(5 * time.Second), 30 * time.Second, 5*time.Second + 100*time.Millisecond}, // just after the lease would lapse
+		{now.Add(5 * time.Minute), 30 * time.Second, 30 * time.Second},                    // never later than the interval
+		{now.Add(-time.Second), 30 * time.Second, observerMinRequeue},                     // expired already: soon, not hot
+	}
+	for _, tc := range cases {
+		if got := observerRequeue(now, tc.expires, tc.interval); got != tc.want {
+			t.Errorf("observerRequeue(expires in %s) = %s, want %s", tc.expires.Sub(now), got, tc.want)
+		}
+	}
+}

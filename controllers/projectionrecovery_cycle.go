@@ -42,6 +42,9 @@ type cycleResult struct {
 	pages    int          // pages committed by this cycle
 	events   int          // events applied by this cycle
 	readOnly bool         // auto-recovery off: nothing was written
+	// observer: another manager holds the lease; this one only reported.
+	observer       bool
+	leaseExpiresAt time.Time
 }
 
 // reconcileCycle runs one bounded cycle (FR-APR10) and records its outcome
@@ -125,8 +128,12 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 	// read the run barrier the pages are checked against (FR-APR09).
 	lease, err := st.AcquireLease(ctx, spec.Scope, r.Owner, spec.EffectiveLeaseDuration())
 	if err != nil {
-		if held, rerr := st.ReadLease(ctx, spec.Scope); rerr == nil && held.Owner != "" {
+		held, rerr := st.ReadLease(ctx, spec.Scope)
+		if rerr == nil && held.Owner != "" {
 			res.lease = &held
+		}
+		if store.CodeOf(err) == store.CodeLeaseHeld && rerr == nil && held.Owner != "" && held.Owner != r.Owner {
+			return observe(res, cur, held)
 		}
 		return fail(res, err)
 	}
@@ -175,6 +182,32 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 		}
 		res.boundary = page.BoundarySeq
 	}
+}
+
+// observe reports a scope whose lease another live manager holds. That is
+// not a failure of the scope: the other manager is doing the work, and the
+// SQL cursor (which only the lease holder writes, FR-APR05/08) says how far it
+// got. Reporting RETRYING/LEASE_HELD instead would make the status of every
+// scope flap between the managers of a multi-replica deployment.
+func observe(res cycleResult, cur store.Cursor, held store.Lease) cycleResult {
+	res.observer, res.leaseExpiresAt = true, held.ExpiresAt
+	res.state = stateOfCursor(cur, res.boundary)
+	if res.state == recoveryv1.StateBlocked || res.state == recoveryv1.StateRetrying {
+		res.reason = cur.BlockedReason
+	}
+	res.message = fmt.Sprintf("scope worked by %s (lease fence %d); verified through %d of boundary %d", held.Owner, held.Fence, cur.VerifiedThroughSeq, res.boundary)
+	return res
+}
+
+// stateOfCursor maps the SQL cursor's state to the resource's.
+func stateOfCursor(cur store.Cursor, boundary int64) recoveryv1.RecoveryState {
+	switch cur.State {
+	case store.StateBlocked:
+		return recoveryv1.StateBlocked
+	case store.StateRetrying:
+		return recoveryv1.StateRetrying
+	}
+	return stateAfterProgress(cur.VerifiedThroughSeq, boundary, false)
 }
 
 // recordFailure mirrors a failed cycle into the SQL cursor (FR-APR05: state

@@ -53,10 +53,13 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	st.Reason = s.reason
 	st.Message = truncate(redact(s.message, s.secrets))
 
-	switch s.state {
-	case recoveryv1.StateRetrying, recoveryv1.StateBlocked:
+	observer := s.cycle != nil && s.cycle.observer
+	switch {
+	case observer:
+		// Another manager's failures are not ours to count.
+	case s.state == recoveryv1.StateRetrying || s.state == recoveryv1.StateBlocked:
 		st.ConsecutiveFailures++
-	case recoveryv1.StateCurrent, recoveryv1.StateCatchingUp:
+	case s.state == recoveryv1.StateCurrent || s.state == recoveryv1.StateCatchingUp:
 		st.ConsecutiveFailures = 0
 	}
 
@@ -66,13 +69,15 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 		// Nothing to schedule: un-suspending changes the generation.
 	case s.state == "":
 		result.RequeueAfter = obj.Spec.EffectiveInterval()
+	case observer:
+		result.RequeueAfter = observerRequeue(s.now, s.cycle.leaseExpiresAt, obj.Spec.EffectiveInterval())
 	default:
 		result.RequeueAfter = requeueAfter(s.state, st.ConsecutiveFailures, &obj.Spec)
 	}
 	// nextAttempt is shown only while failing: writing it for healthy scopes
 	// would change status at every interval for nothing.
 	st.NextAttempt = nil
-	if s.state == recoveryv1.StateRetrying || s.state == recoveryv1.StateBlocked {
+	if !observer && (s.state == recoveryv1.StateRetrying || s.state == recoveryv1.StateBlocked) {
 		st.NextAttempt = ptrTime(s.now.Add(result.RequeueAfter))
 	}
 
