@@ -231,8 +231,8 @@ func TestObserverRequeue(t *testing.T) {
 		want     time.Duration
 	}{
 		{now.Add(5 * time.Second), 30 * time.Second, 5*time.Second + 100*time.Millisecond}, // just after the lease would lapse
-		{now.Add(5 * time.Minute), 30 * time.Second, 30 * time.Second},                    // never later than the interval
-		{now.Add(-time.Second), 30 * time.Second, observerMinRequeue},                     // expired already: soon, not hot
+		{now.Add(5 * time.Minute), 30 * time.Second, 30 * time.Second},                     // never later than the interval
+		{now.Add(-time.Second), 30 * time.Second, observerMinRequeue},                      // expired already: soon, not hot
 	}
 	for _, tc := range cases {
 		if got := observerRequeue(now, tc.expires, tc.interval); got != tc.want {
