@@ -62,7 +62,7 @@ test: control-plane fmt-check vet verify-generated chart-check ## Run every test
 
 .PHONY: bench
 bench: control-plane ## Run the benchmarks once at full size (figures as ratios within one run).
-	BENCH_EVENTS=$(BENCH_EVENTS) hack/postgres.sh run -- go test -run='^$$' -bench=. -benchtime=1x -benchmem -timeout=60m ./...
+	PROJECTION_BENCH_EVENTS=$(BENCH_EVENTS) hack/postgres.sh run -- hack/bench.sh
 
 ##@ Demo
 

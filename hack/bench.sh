@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# make bench: every benchmark once (-benchtime=1x), figures reported as
+# ratios measured in the same run. The store's catch-up runs at
+# PROJECTION_BENCH_EVENTS (default 1,000,000) against raw COPY of the same
+# trade rows; the other benchmarks run at their own sizes.
+set -euo pipefail
+events="${PROJECTION_BENCH_EVENTS:-1000000}"
+flags=(-count=1 -run '^$' -benchtime=1x -benchmem -timeout=60m)
+echo "bench: source contract (full catch-up, N and 4N, with and without the replay cache)"
+go test "${flags[@]}" -bench . ./internal/source
+echo "bench: store catch-up from genesis, ${events} events, against COPY"
+PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench CatchUpFromGenesis ./internal/store
+echo "bench: store re-verification after a cursor reset (default size)"
+go test "${flags[@]}" -bench ReverifyFromGenesis ./internal/store
+echo "bench: controller (idle CURRENT scope; 100 scopes on one manager)"
+go test "${flags[@]}" -bench . ./controllers
