@@ -10,7 +10,7 @@ echo "bench: source contract (full catch-up, N and 4N, with and without the repl
 go test "${flags[@]}" -bench . ./internal/source
 echo "bench: store catch-up from genesis, ${events} events, against COPY"
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench CatchUpFromGenesis ./internal/store
-echo "bench: store re-verification after a cursor reset (default size)"
+echo "bench: store re-verification after a cursor reset (same size)"
 go test "${flags[@]}" -bench ReverifyFromGenesis ./internal/store
 echo "bench: controller (idle CURRENT scope; 100 scopes on one manager)"
 go test "${flags[@]}" -bench . ./controllers
