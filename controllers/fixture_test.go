@@ -58,6 +58,10 @@ type fixture struct {
 	addr   string
 
 	requests atomic.Int64 // contract requests served
+	inFlight atomic.Int64 // contract requests being served
+	// delay, when set, holds every contract request that long (or until the
+	// client gives up): a member that hangs.
+	delay atomic.Int64
 }
 
 // livePublisher is the live feed: each published event is projected at once
@@ -153,6 +157,15 @@ func (f *fixture) serve(addr string) {
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == source.CatchupPath {
 			f.requests.Add(1)
+			f.inFlight.Add(1)
+			defer f.inFlight.Add(-1)
+			if d := time.Duration(f.delay.Load()); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-r.Context().Done():
+					return
+				}
+			}
 		}
 		f.h.ServeHTTP(w, r)
 	})

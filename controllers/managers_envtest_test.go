@@ -205,3 +205,37 @@ func TestController_ManagerShutdownReleasesLeases(t *testing.T) {
 		t.Fatalf("lease after shutdown = %+v, want expired", l)
 	}
 }
+
+// TestController_ShutdownCancelsRunningCycle: a manager stopped while a cycle
+// waits on a hanging member cancels that cycle instead of waiting it out, and
+// still releases its lease (FR-APR10).
+func TestController_ShutdownCancelsRunningCycle(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFixture(t, "hang", 60, 0.2)
+	lbl, sel := shard(t, "hang")
+	stop, _, err := startManager("hang", sel, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	obj := f.recovery(ns, "hang", lbl, func(s *recoveryv1.ProjectionRecoverySpec) {
+		s.Interval = &metav1.Duration{Duration: time.Second}
+		s.LeaseDuration = &metav1.Duration{Duration: 10 * time.Minute}
+		s.CycleTimeout = &metav1.Duration{Duration: 5 * time.Minute}
+	})
+	waitState(t, ns, obj.Name, 60*time.Second, "CURRENT", isCurrentAt(f.boundary()))
+
+	// The member now hangs for a minute on every request; the next periodic
+	// cycle blocks in its fetch.
+	f.delay.Store(int64(time.Minute))
+	eventually(t, 10*time.Second, "a cycle blocked on the member", func() (bool, error) { return f.inFlight.Load() > 0, nil })
+
+	start := time.Now()
+	stop()
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("shutdown took %s: the running cycle was waited out, not cancelled", took)
+	}
+	if l, _ := f.store.ReadLease(context.Background(), f.scope); l.ExpiresAt.After(dbNow(t, f.store)) {
+		t.Fatalf("lease after shutdown = %+v, want released", l)
+	}
+}

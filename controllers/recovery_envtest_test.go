@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,6 +82,18 @@ func TestController_LossyProjectionCatchesUpToCurrent(t *testing.T) {
 	}
 	if c := meta.FindStatusCondition(st.Conditions, recoveryv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("Ready condition = %+v, want True", c)
+	}
+
+	// Prometheus series mirror the same numbers.
+	lbl := []string{ns, obj.Name, f.scope}
+	if v := testutil.ToFloat64(suiteRec.Metrics.verified.WithLabelValues(lbl...)); v != float64(f.boundary()) {
+		t.Fatalf("verified_through_seq metric = %v, want %d", v, f.boundary())
+	}
+	if v := testutil.ToFloat64(suiteRec.Metrics.lag.WithLabelValues(lbl...)); v != 0 {
+		t.Fatalf("lag metric = %v, want 0", v)
+	}
+	if v := testutil.ToFloat64(suiteRec.Metrics.pages.WithLabelValues(lbl...)); v < 2 {
+		t.Fatalf("pages_applied_total = %v, want the catch-up's pages", v)
 	}
 
 	// The member keeps trading: the periodic interval (independent of NATS)
