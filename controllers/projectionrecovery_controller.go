@@ -133,8 +133,10 @@ func (r *ProjectionRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.R
 
 	result := r.computeStatus(s)
 	if err := r.patchStatus(ctx, before, obj); err != nil {
-		log.Error(err, "status patch failed")
-		return ctrl.Result{}, err
+		return ctrl.Result{}, err // controller-runtime logs it and retries with its rate limiter
+	}
+	if phaseErr != nil {
+		log.V(1).Info("reconcile phase failed; retrying", "err", redact(phaseErr.Error(), s.secrets))
 	}
 	return result, phaseErr
 }

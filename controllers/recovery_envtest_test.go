@@ -271,3 +271,27 @@ func TestController_DeletionReleasesLease(t *testing.T) {
 		t.Fatalf("lease after deletion = %+v (err %v), want expired", l, err)
 	}
 }
+
+// TestController_SuspendRunsNoCycle: a suspended resource runs no cycle (no
+// request reaches the member) and says so; resuming catches up.
+func TestController_SuspendRunsNoCycle(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFixture(t, "suspended", 40, 0.2)
+	obj := f.recovery(ns, "suspended", nil, func(s *recoveryv1.ProjectionRecoverySpec) { s.Suspend = true })
+	got, _ := waitState(t, ns, obj.Name, 20*time.Second, "Suspended", func(o *recoveryv1.ProjectionRecovery) bool {
+		return o.Status.Reason == recoveryv1.ReasonSuspended && o.Status.ObservedGeneration == o.Generation
+	})
+	if c := meta.FindStatusCondition(got.Status.Conditions, recoveryv1.ConditionReconciling); c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("Reconciling = %+v, want False while suspended", c)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := f.requests.Load(); n != 0 {
+		t.Fatalf("%d requests reached the member while suspended", n)
+	}
+	orig := got.DeepCopy()
+	got.Spec.Suspend = false
+	if err := k8sClient.Patch(context.Background(), got, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, ns, obj.Name, 30*time.Second, "CURRENT after resuming", isCurrentAt(f.boundary()))
+}
