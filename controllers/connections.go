@@ -28,10 +28,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -49,6 +52,17 @@ type Connections struct {
 	MaxConnsPerDSN int32
 	// HTTPClient overrides the transport of every source client (tests).
 	HTTPClient *http.Client
+	// NATS, when set, publishes every database's notification outbox after
+	// commit (FR-APR06 R2): each pool gets a notify.Publisher, kicked after
+	// every page that changed a position and polling every NotifyInterval
+	// so rows left by a crash between commit and publish still go out.
+	NATS           *nats.Conn
+	NotifyInterval time.Duration
+	Log            logr.Logger
+
+	// base bounds the publishers' lifetime (the manager's, via Start).
+	base      context.Context
+	cancelPub map[string]context.CancelFunc
 
 	mu      sync.Mutex
 	stores  map[string]*store.Store
@@ -97,7 +111,54 @@ func (c *Connections) Store(ctx context.Context, resource, dsn string) (*store.S
 	}
 	s := store.New(pool)
 	c.stores[key] = s
+	c.startPublisher(key, s)
 	return s, nil
+}
+
+// Start records the manager's lifetime for the outbox publishers and blocks
+// until it ends (a manager.Runnable).
+func (c *Connections) Start(ctx context.Context) error {
+	c.mu.Lock()
+	c.base = ctx
+	c.mu.Unlock()
+	<-ctx.Done()
+	return nil
+}
+
+// startPublisher runs the outbox publisher of a new pool. Callers hold c.mu.
+func (c *Connections) startPublisher(key string, s *store.Store) {
+	if c.NATS == nil {
+		return
+	}
+	base := c.base
+	if base == nil {
+		base = context.Background()
+	}
+	ctx, cancel := context.WithCancel(base)
+	if c.cancelPub == nil {
+		c.cancelPub = map[string]context.CancelFunc{}
+	}
+	c.cancelPub[key] = cancel
+	pub := notify.New(s.Pool(), c.NATS, "")
+	s.SetAfterCommit(pub.Kick)
+	interval := c.NotifyInterval
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	log := c.Log
+	go pub.Run(ctx, interval, func(err error) { log.Info("publishing position notifications failed; retrying", "err", err.Error()) })
+}
+
+// closeStore stops a pool's publisher and closes the pool. Callers hold c.mu.
+func (c *Connections) closeStore(key string) {
+	if cancel, ok := c.cancelPub[key]; ok {
+		cancel()
+		delete(c.cancelPub, key)
+	}
+	if s, ok := c.stores[key]; ok {
+		s.Close()
+		delete(c.stores, key)
+	}
 }
 
 // use records that resource now uses pool key, closing the pool it used
@@ -124,10 +185,7 @@ func (c *Connections) drop(resource, key string) {
 		return
 	}
 	delete(c.users, key)
-	if s, ok := c.stores[key]; ok {
-		s.Close()
-		delete(c.stores, key)
-	}
+	c.closeStore(key)
 }
 
 // Forget is called when resource is deleted: its pool closes if unused.
@@ -186,8 +244,7 @@ func (c *Connections) ReleaseAll(ctx context.Context, owner string) error {
 		if err := s.ReleaseAll(ctx, owner); err != nil {
 			errs = append(errs, err)
 		}
-		s.Close()
-		delete(c.stores, key)
+		c.closeStore(key)
 	}
 	return errors.Join(errs...)
 }

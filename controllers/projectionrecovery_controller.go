@@ -194,6 +194,9 @@ func (r *ProjectionRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error 
 	if r.Metrics == nil {
 		r.Metrics = NewMetrics(nil)
 	}
+	if err := mgr.Add(manager.RunnableFunc(r.Connections.Start)); err != nil {
+		return err
+	}
 	// Shutdown releases every lease this manager holds (FR-APR10), after the
 	// reconcile contexts were cancelled and in-flight pages rolled back: the
 	// release waits on the lease row lock an in-flight page holds.

@@ -18,10 +18,13 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -29,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )
@@ -61,6 +65,18 @@ func isCurrentAt(boundary int64) func(*recoveryv1.ProjectionRecovery) bool {
 func TestController_LossyProjectionCatchesUpToCurrent(t *testing.T) {
 	ns := newNamespace(t)
 	f := newFixture(t, "lossy", 400, 0.33)
+	// Position notifications (R2) are published after commit on the
+	// manager's NATS connection.
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", suiteNATSPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	notes, err := nc.SubscribeSync(notify.DefaultSubjectPrefix + ".lossy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.Flush()
 	obj := f.recovery(ns, "lossy", nil, nil)
 
 	got, seen := waitState(t, ns, obj.Name, 90*time.Second, "CURRENT at the boundary", isCurrentAt(f.boundary()))
@@ -82,6 +98,17 @@ func TestController_LossyProjectionCatchesUpToCurrent(t *testing.T) {
 	}
 	if c := meta.FindStatusCondition(st.Conditions, recoveryv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("Ready condition = %+v, want True", c)
+	}
+
+	// The catch-up changed positions, so notifications went out after
+	// commit, each with its idempotency key.
+	msg, err := notes.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("no position notification published after the catch-up: %v", err)
+	}
+	var n notify.Notification
+	if err := json.Unmarshal(msg.Data, &n); err != nil || n.Scope != f.scope || msg.Header.Get("Nats-Msg-Id") == "" {
+		t.Fatalf("notification %s (header %v): %v", msg.Data, msg.Header, err)
 	}
 
 	// Prometheus series mirror the same numbers.

@@ -151,11 +151,15 @@ func startManager(owner string, sel labels.Selector, autoRecovery bool, natsURL 
 		o(rec)
 	}
 	if natsURL != "" {
-		trig := NewNATSTrigger(natsURL, mgr.GetCache(), ctrl.Log.WithName("nats-trigger"))
+		trig, err := NewNATSTrigger(natsURL, mgr.GetCache(), ctrl.Log.WithName("nats-trigger"))
+		if err != nil {
+			return nil, nil, err
+		}
 		if err := mgr.Add(trig); err != nil {
 			return nil, nil, err
 		}
 		rec.Triggers = trig.Events
+		rec.Connections.NATS = trig.Conn()
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return nil, nil, err

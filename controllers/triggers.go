@@ -39,16 +39,19 @@ type NATSTrigger struct {
 	Reader client.Reader // the manager's cache
 	Events chan event.GenericEvent
 	Log    logr.Logger
+
+	nc      *nats.Conn
+	ctx     context.Context
+	started chan struct{} // closed by Start: the cache and ctx are usable
 }
 
-// NewNATSTrigger returns a trigger whose Events feed the reconciler's Triggers.
-func NewNATSTrigger(url string, reader client.Reader, log logr.Logger) *NATSTrigger {
-	return &NATSTrigger{URL: url, Reader: reader, Events: make(chan event.GenericEvent, 1024), Log: log}
-}
-
-// Start connects (retrying forever in the background) and blocks until ctx ends.
-func (t *NATSTrigger) Start(ctx context.Context) error {
-	nc, err := nats.Connect(t.URL,
+// NewNATSTrigger connects to url (retrying in the background until the
+// server is reachable, and reconnecting forever) and returns a trigger whose
+// Events feed the reconciler's Triggers. Conn is shared with the outbox
+// publishers.
+func NewNATSTrigger(url string, reader client.Reader, log logr.Logger) (*NATSTrigger, error) {
+	t := &NATSTrigger{URL: url, Reader: reader, Events: make(chan event.GenericEvent, 1024), Log: log, started: make(chan struct{})}
+	nc, err := nats.Connect(url,
 		nats.Name("projection-recovery-manager"),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
@@ -59,21 +62,39 @@ func (t *NATSTrigger) Start(ctx context.Context) error {
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			t.Log.Info("NATS reconnected: enqueueing every scope", "server", c.ConnectedUrlRedacted())
-			t.enqueueAll(ctx)
+			t.enqueueAll()
 		}),
 	)
 	if err != nil {
-		return fmt.Errorf("connecting to NATS: %w", err)
+		return nil, fmt.Errorf("connecting to NATS: %w", err)
 	}
+	t.nc = nc
+	return t, nil
+}
+
+// Conn is the trigger's NATS connection.
+func (t *NATSTrigger) Conn() *nats.Conn { return t.nc }
+
+// Start arms the reconnect edge and blocks until ctx ends, then closes the
+// connection.
+func (t *NATSTrigger) Start(ctx context.Context) error {
+	t.ctx = ctx
+	close(t.started)
 	<-ctx.Done()
-	nc.Close()
+	t.nc.Close()
 	return nil
 }
 
 // NeedLeaderElection: every manager reacts to its own reconnects.
 func (t *NATSTrigger) NeedLeaderElection() bool { return false }
 
-func (t *NATSTrigger) enqueueAll(ctx context.Context) {
+func (t *NATSTrigger) enqueueAll() {
+	select {
+	case <-t.started:
+	default:
+		return // before the manager started: its startup cycle covers it
+	}
+	ctx := t.ctx
 	var list recoveryv1.ProjectionRecoveryList
 	if err := t.Reader.List(ctx, &list); err != nil {
 		t.Log.Error(err, "listing ProjectionRecoveries after a NATS reconnect")

@@ -161,15 +161,19 @@ func run(args []string) error {
 		AutoRecovery:            o.enableAutoRecovery,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Owner:                   owner,
-		Connections:             &controllers.Connections{MaxConnsPerDSN: int32(max(2, o.maxConcurrentReconciles))},
+		Connections:             &controllers.Connections{MaxConnsPerDSN: int32(max(2, o.maxConcurrentReconciles)), Log: ctrl.Log.WithName("notify")},
 		Registry:                registry,
 	}
 	if o.natsURL != "" {
-		trig := controllers.NewNATSTrigger(o.natsURL, mgr.GetCache(), ctrl.Log.WithName("nats-trigger"))
+		trig, err := controllers.NewNATSTrigger(o.natsURL, mgr.GetCache(), ctrl.Log.WithName("nats-trigger"))
+		if err != nil {
+			return err
+		}
 		if err := mgr.Add(trig); err != nil {
 			return err
 		}
 		rec.Triggers = trig.Events
+		rec.Connections.NATS = trig.Conn()
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up controller: %w", err)
