@@ -18,7 +18,12 @@ var fieldsByType = map[Type][]string{
 	TypeTrade:   {"type", "seq", "tradeId", "tradeSeq", "instrument", "price", "quantity", "buyOrderId", "sellOrderId", "buyAccount", "sellAccount", "ts"},
 }
 
-// Decode parses protocol-v1 bytes. It refuses, with *DecodeError:
+// decodeReference is the specification of Decode: it parses protocol-v1 bytes
+// generically (encoding/json into a map), validates every field, re-encodes
+// the event and compares bytes. Decode (decode_fast.go) answers from a
+// single-scan fast path when the input is canonical and otherwise delegates
+// here, so every error value Decode returns is produced by this function.
+// It refuses, with *DecodeError:
 //   - anything that is not one JSON object, or is larger than MaxEventBytes;
 //   - an unknown "type" (wrapping ErrUnknownType), unknown or missing fields;
 //   - amounts that are not JSON strings in canonical decimal spelling
@@ -30,7 +35,7 @@ var fieldsByType = map[Type][]string{
 //   - bytes that decode to a valid event but are not exactly Encode of it
 //     (wrapping ErrNonCanonical): reordered keys, whitespace, duplicate keys,
 //     escaped characters that need no escape.
-func Decode(b []byte) (Event, error) {
+func decodeReference(b []byte) (Event, error) {
 	if len(b) > MaxEventBytes {
 		return Event{}, &DecodeError{Reason: "event larger than " + strconv.Itoa(MaxEventBytes) + " bytes"}
 	}
