@@ -24,7 +24,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -50,8 +49,6 @@ type Connections struct {
 	Tracer pgx.QueryTracer
 	// MaxConnsPerDSN bounds each pool; a page uses one connection.
 	MaxConnsPerDSN int32
-	// HTTPClient overrides the transport of every source client (tests).
-	HTTPClient *http.Client
 	// NATS, when set, publishes every database's notification outbox after
 	// commit (FR-APR06 R2): each pool gets a notify.Publisher, kicked after
 	// every page that changed a position and polling every NotifyInterval
@@ -210,7 +207,7 @@ func (c *Connections) Client(spec *recoveryv1.SourceSpec, sec resolvedSecrets) (
 	if cl, ok := c.clients[key]; ok {
 		return cl, nil
 	}
-	cfg := source.ClientConfig{BaseURL: spec.URL, Token: sec.token, HTTPClient: c.HTTPClient}
+	cfg := source.ClientConfig{BaseURL: spec.URL, Token: sec.token}
 	if spec.TLS != nil {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
 		if len(sec.ca) > 0 {
