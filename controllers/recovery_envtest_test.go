@@ -19,7 +19,9 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +35,7 @@ import (
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/notify"
+	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )
@@ -321,4 +324,48 @@ func TestController_SuspendRunsNoCycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, ns, obj.Name, 30*time.Second, "CURRENT after resuming", isCurrentAt(f.boundary()))
+}
+
+// TestController_TLSAndBearerToken: a member served over TLS with a private
+// CA and a bearer token is reached with the CA and token from the referenced
+// Secrets; an unusable CA bundle stalls the resource as InvalidSpec, and a
+// wrong token blocks with the member's refusal, the token never shown.
+func TestController_TLSAndBearerToken(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFixture(t, "tls", 60, 0.2)
+	const token = "member-token-0123456789"
+	srv := httptest.NewUnstartedServer(source.NewHandler(f.log, source.HandlerOptions{Token: token}))
+	srv.StartTLS()
+	defer srv.Close()
+	caPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	createSecret(t, ns, "member-ca", map[string]string{"ca.crt": caPEM, "bad.crt": "not a certificate"})
+	createSecret(t, ns, "member-token", map[string]string{"token": token, "wrong": "not-the-token"})
+
+	withTLS := func(caKey, tokenKey string) func(*recoveryv1.ProjectionRecoverySpec) {
+		return func(s *recoveryv1.ProjectionRecoverySpec) {
+			s.Source = recoveryv1.SourceSpec{
+				URL:            srv.URL,
+				TokenSecretRef: &recoveryv1.SecretKeySelector{Name: "member-token", Key: tokenKey},
+				TLS:            &recoveryv1.SourceTLS{CASecretRef: &recoveryv1.SecretKeySelector{Name: "member-ca", Key: caKey}},
+			}
+		}
+	}
+	good := f.recovery(ns, "tls", nil, withTLS("ca.crt", "token"))
+	waitState(t, ns, good.Name, 60*time.Second, "CURRENT over TLS with a token", isCurrentAt(f.boundary()))
+
+	badCA := f.recovery(ns, "tls-bad-ca", nil, withTLS("bad.crt", "token"))
+	got, _ := waitState(t, ns, badCA.Name, 30*time.Second, "InvalidSpec", func(o *recoveryv1.ProjectionRecovery) bool {
+		return o.Status.Reason == recoveryv1.ReasonInvalidSpec
+	})
+	if c := meta.FindStatusCondition(got.Status.Conditions, recoveryv1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("Stalled = %+v, want True for an unusable CA bundle", c)
+	}
+
+	wrong := f.recovery(ns, "tls-wrong-token", nil, withTLS("ca.crt", "wrong"))
+	got, _ = waitState(t, ns, wrong.Name, 30*time.Second, "BLOCKED by the member's refusal", func(o *recoveryv1.ProjectionRecovery) bool {
+		return o.Status.State == recoveryv1.StateBlocked
+	})
+	if got.Status.Reason != string(store.CodeSourceRefused) || strings.Contains(got.Status.Message, "not-the-token") {
+		t.Fatalf("reason=%s message=%q, want SOURCE_REFUSED without the token", got.Status.Reason, got.Status.Message)
+	}
 }
