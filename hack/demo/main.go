@@ -145,7 +145,7 @@ func run(c config) error {
 	member, err := startProcess(work, "member", nil, filepath.Join(bin, "member"),
 		"--scope", c.scope, "--log-dir", filepath.Join(work, "member-data"), "--fsync=false",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", memberPort), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort),
-		"--drop-rate", fmt.Sprint(c.dropRate), "--rate", fmt.Sprint(c.rate), "--max-commands", fmt.Sprint(c.commands))
+		"--drop-rate", fmt.Sprint(c.dropRate), "--rate", fmt.Sprint(c.rate), "--max-commands", fmt.Sprint(c.commands), "--accounts", "12")
 	if err != nil {
 		return err
 	}
@@ -251,7 +251,12 @@ spec:
 	}
 	liveTrades := trades
 	_ = st.Pool().QueryRow(ctx, `SELECT count(*) FROM trades WHERE scope = $1`, c.scope).Scan(&trades)
-	say("SQL now holds %d trades (the live feed had left %d); the positions of every touched key were re-derived in authoritative order", trades, liveTrades)
+	say("SQL now holds %d trades (the live feed had left %d)", trades, liveTrades)
+	keys, err := verifyAgainstSource(ctx, memberURL, st.Pool(), c.scope)
+	if err != nil {
+		return fmt.Errorf("the projection does not match the source: %w", err)
+	}
+	say("all %d position keys equal an independent replay of the member's log (exact rationals, authoritative order)", keys)
 
 	if c.exitCurrent {
 		say("CURRENT reached; stopping (--exit-when-current)")
