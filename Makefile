@@ -57,7 +57,7 @@ control-plane: ## Build (once, cached) kube-apiserver, etcd and kubectl from sou
 	hack/control-plane.sh
 
 .PHONY: test
-test: control-plane fmt-check vet verify-generated chart-check ## Run every test tier against a real kube-apiserver and PostgreSQL.
+test: control-plane fmt-check vet verify-generated chart-check demo-smoke ## Run every test tier against a real kube-apiserver and PostgreSQL.
 	hack/postgres.sh run -- hack/test.sh ./...
 
 .PHONY: bench
@@ -65,6 +65,12 @@ bench: control-plane ## Run the benchmarks once at full size (figures as ratios 
 	PROJECTION_BENCH_EVENTS=$(BENCH_EVENTS) hack/postgres.sh run -- hack/bench.sh
 
 ##@ Demo
+
+.PHONY: demo-smoke
+demo-smoke: control-plane build ## Run `make demo` until CURRENT and check its proof line (part of make test).
+	@echo "demo-smoke: running the demo until the scope is CURRENT (log: bin/demo-smoke.log)"
+	@DEMO_EXIT_WHEN_CURRENT=1 hack/demo.sh --work-dir .demo-smoke >$(LOCALBIN)/demo-smoke.log 2>&1 || { tail -40 $(LOCALBIN)/demo-smoke.log; exit 1; }
+	@grep -E '^==> all [0-9]+ position keys equal an independent replay' $(LOCALBIN)/demo-smoke.log || { tail -40 $(LOCALBIN)/demo-smoke.log; exit 1; }
 
 .PHONY: demo
 demo: control-plane build ## Local control plane + PostgreSQL + reference member + operator + a sample resource.
