@@ -19,7 +19,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/big"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -57,33 +56,12 @@ func verifyAgainstSource(ctx context.Context, memberURL string, pool *pgxpool.Po
 		}
 		after, digest = p.ThroughSeq, p.DigestThrough
 	}
-	want := storetest.Replay(evs)
-
-	rows, err := pool.Query(ctx, `SELECT account, instrument, quantity::text, avg_cost::text FROM positions WHERE scope = $1`, scope)
+	keys, diffs, err := storetest.ComparePositions(ctx, pool, scope, evs)
 	if err != nil {
 		return 0, err
 	}
-	defer rows.Close()
-	got := 0
-	for rows.Next() {
-		var k storetest.Key
-		var q, a string
-		if err := rows.Scan(&k.Account, &k.Instrument, &q, &a); err != nil {
-			return 0, err
-		}
-		got++
-		w, ok := want[k]
-		qr, _ := new(big.Rat).SetString(q)
-		ar, _ := new(big.Rat).SetString(a)
-		if !ok || qr.Cmp(w.Qty) != 0 || ar.Cmp(w.Avg) != 0 {
-			return 0, fmt.Errorf("key %s/%s: SQL %s@%s differs from the source replay", k.Account, k.Instrument, q, a)
-		}
+	if len(diffs) > 0 {
+		return 0, fmt.Errorf("%d differences, first: %s", len(diffs), diffs[0])
 	}
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	if got != len(want) {
-		return 0, fmt.Errorf("SQL holds %d keys, the source %d", got, len(want))
-	}
-	return got, nil
+	return keys, nil
 }
