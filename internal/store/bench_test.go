@@ -107,6 +107,13 @@ func benchEvents() int {
 func catchUpRun(b *testing.B, n int) (*Store, time.Duration, int) {
 	s := newStore(b)
 	run := addRun(b, s, "b", PhaseActive, nil)
+	took, events := applyPages(b, s, run, sourcePages(b, n))
+	return s, took, events
+}
+
+// sourcePages generates n events of the seeded stream as pages of the
+// contract's maximum size, before any clock starts.
+func sourcePages(b *testing.B, n int) []*source.Page {
 	src := newStreamSource(b, 42)
 	var pages []*source.Page
 	for total := 0; total < n; {
@@ -117,8 +124,7 @@ func catchUpRun(b *testing.B, n int) (*Store, time.Duration, int) {
 		pages = append(pages, p)
 		total += len(p.Events)
 	}
-	took, events := applyPages(b, s, run, pages)
-	return s, took, events
+	return pages
 }
 
 // BenchmarkReverifyFromGenesis: a complete projection of N events whose
@@ -135,16 +141,7 @@ func BenchmarkReverifyFromGenesis(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		s := newStore(b)
 		run := addRun(b, s, "b", PhaseActive, nil)
-		src := newStreamSource(b, 42)
-		var pages []*source.Page
-		for total := 0; total < n; {
-			p := src.next(b, source.MaxPageEvents, n)
-			if len(p.Events) == 0 {
-				break
-			}
-			pages = append(pages, p)
-			total += len(p.Events)
-		}
+		pages := sourcePages(b, n)
 		applyPages(b, s, run, pages)
 		mustExec(b, s, `DELETE FROM projection_catchup_cursor`)
 		mustExec(b, s, `DELETE FROM projection_catchup_outbox`)
