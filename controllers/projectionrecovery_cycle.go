@@ -42,9 +42,8 @@ type cycleResult struct {
 	pages    int          // pages committed by this cycle
 	events   int          // events applied by this cycle
 	readOnly bool         // auto-recovery off: nothing was written
-	// observer: another manager holds the lease; this one only reported.
-	observer       bool
-	leaseExpiresAt time.Time
+	// observer: another manager holds the lease (in lease); this one only reported.
+	observer bool
 }
 
 // reconcileCycle runs one bounded cycle (FR-APR10) and records its outcome
@@ -190,7 +189,7 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 // got. Reporting RETRYING/LEASE_HELD instead would make the status of every
 // scope flap between the managers of a multi-replica deployment.
 func observe(res cycleResult, cur store.Cursor, held store.Lease) cycleResult {
-	res.observer, res.leaseExpiresAt = true, held.ExpiresAt
+	res.observer, res.lease = true, &held
 	res.state = stateOfCursor(cur, res.boundary)
 	if res.state == recoveryv1.StateBlocked || res.state == recoveryv1.StateRetrying {
 		res.reason = cur.BlockedReason

@@ -70,7 +70,7 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	case s.state == "":
 		result.RequeueAfter = obj.Spec.EffectiveInterval()
 	case observer:
-		result.RequeueAfter = observerRequeue(s.now, s.cycle.leaseExpiresAt, obj.Spec.EffectiveInterval())
+		result.RequeueAfter = observerRequeue(s.now, s.cycle.lease.ExpiresAt, obj.Spec.EffectiveInterval())
 	default:
 		result.RequeueAfter = requeueAfter(s.state, st.ConsecutiveFailures, &obj.Spec)
 	}
