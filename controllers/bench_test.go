@@ -19,6 +19,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -37,9 +38,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
-	"github.com/projection-recovery/projection-recovery/internal/engine"
-	"github.com/projection-recovery/projection-recovery/internal/source"
-	"github.com/projection-recovery/projection-recovery/internal/status"
+	"github.com/projection-recovery/projection-recovery/internal/completeness"
+	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 )
 
 // statementCounter counts every SQL statement a pool sends.
@@ -63,7 +63,7 @@ func BenchmarkIdleCurrentScope(b *testing.B) {
 	stmts := &statementCounter{}
 	metrics := NewMetrics(prometheus.NewRegistry())
 	r := &ProjectionRecoveryReconciler{Client: k8sClient, APIReader: k8sClient, AutoRecovery: true, Owner: "bench-idle",
-		Connections: &Connections{Tracer: stmts}, Registry: status.NewRegistry(nil), Metrics: metrics}
+		Connections: &Connections{Tracer: stmts}, Registry: completeness.NewRegistry(nil), Metrics: metrics}
 	r.Clock = clock.RealClock{}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)}
 	for i := 0; i < 1000; i++ {
@@ -119,7 +119,7 @@ func runHundredScopes(b *testing.B, scopes int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h := source.NewHandler(lg, source.HandlerOptions{})
+		h := member.NewHandler(lg, member.HandlerOptions{})
 		mux.Handle("/"+scope+"/", http.StripPrefix("/"+scope, h))
 		if _, err := db.pool.Exec(ctx, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
 VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err != nil {

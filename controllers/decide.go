@@ -17,6 +17,7 @@ limitations under the License.
 package controllers
 
 import (
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -74,8 +75,8 @@ func requeueAfter(state recoveryv1.RecoveryState, failures int32, spec *recovery
 
 // classify maps a cycle's final error to a state and a stable reason code,
 // once: transient codes retry, every other refusal blocks (FR-APR06/10).
-func classify(err error) (recoveryv1.RecoveryState, store.Code) {
-	code := store.CodeOf(err)
+func classify(err error) (recoveryv1.RecoveryState, codes.Code) {
+	code := codes.Of(err)
 	if code.Transient() {
 		return recoveryv1.StateRetrying, code
 	}

@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"errors"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"strings"
 	"testing"
 	"time"
@@ -84,16 +85,16 @@ func TestClassify_TransientRetriesEverythingElseBlocks(t *testing.T) {
 	cases := []struct {
 		err       error
 		wantState recoveryv1.RecoveryState
-		wantCode  store.Code
+		wantCode  codes.Code
 	}{
-		{&store.Refusal{Code: store.CodeLeaseHeld}, recoveryv1.StateRetrying, store.CodeLeaseHeld},
-		{&store.Refusal{Code: store.CodeSuperseded}, recoveryv1.StateRetrying, store.CodeSuperseded},
-		{&store.Refusal{Code: store.CodeDatabaseUnavailable}, recoveryv1.StateRetrying, store.CodeDatabaseUnavailable},
-		{&source.UnavailableError{Err: errors.New("connection refused")}, recoveryv1.StateRetrying, store.CodeSourceUnavailable},
-		{&store.Refusal{Code: store.CodeOrphanTrade}, recoveryv1.StateBlocked, store.CodeOrphanTrade},
-		{&store.Refusal{Code: store.CodeUnexplainedBalance}, recoveryv1.StateBlocked, store.CodeUnexplainedBalance},
-		{&source.RefusalError{Status: 409, Code: "MISSING_GENESIS"}, recoveryv1.StateBlocked, store.CodeSourceRefused},
-		{errors.New("a bug"), recoveryv1.StateBlocked, store.CodeInternal},
+		{&codes.Refusal{Code: codes.LeaseHeld}, recoveryv1.StateRetrying, codes.LeaseHeld},
+		{&codes.Refusal{Code: codes.Superseded}, recoveryv1.StateRetrying, codes.Superseded},
+		{&codes.Refusal{Code: codes.DatabaseUnavailable}, recoveryv1.StateRetrying, codes.DatabaseUnavailable},
+		{&source.UnavailableError{Err: errors.New("connection refused")}, recoveryv1.StateRetrying, codes.SourceUnavailable},
+		{&codes.Refusal{Code: codes.OrphanTrade}, recoveryv1.StateBlocked, codes.OrphanTrade},
+		{&codes.Refusal{Code: codes.UnexplainedBalance}, recoveryv1.StateBlocked, codes.UnexplainedBalance},
+		{&source.RefusalError{Status: 409, Code: "MISSING_GENESIS"}, recoveryv1.StateBlocked, codes.SourceRefused},
+		{errors.New("a bug"), recoveryv1.StateBlocked, codes.Internal},
 	}
 	for _, tc := range cases {
 		state, code := classify(tc.err)

@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 	"net"
 	"net/http"
 	"sync"
@@ -29,9 +30,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
-	"github.com/projection-recovery/projection-recovery/internal/engine"
-	"github.com/projection-recovery/projection-recovery/internal/live"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
+	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
@@ -48,8 +49,8 @@ type fixture struct {
 	pool   *pgxpool.Pool
 	store  *store.Store
 	log    *engine.Log
-	member *source.Member
-	h      *source.Handler
+	member *member.Member
+	h      *member.Handler
 	url    string
 
 	mu     sync.Mutex
@@ -99,12 +100,12 @@ func newFixture(t testing.TB, scope string, commands int, dropRate float64) *fix
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.member, err = source.NewMember(source.MemberConfig{Log: f.log, Workload: w,
+	f.member, err = member.NewMember(member.MemberConfig{Log: f.log, Workload: w,
 		Publisher: livePublisher{pool: f.pool, scope: scope}, DropRate: dropRate, DropSeed: 11})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.h = source.NewHandler(f.log, source.HandlerOptions{})
+	f.h = member.NewHandler(f.log, member.HandlerOptions{})
 	if _, err := f.pool.Exec(ctx, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
 VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, f.h.DescriptorHash()); err != nil {
 		t.Fatal(err)

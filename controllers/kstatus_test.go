@@ -17,6 +17,7 @@ limitations under the License.
 package controllers
 
 import (
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
-	"github.com/projection-recovery/projection-recovery/internal/status"
+	"github.com/projection-recovery/projection-recovery/internal/completeness"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
@@ -37,7 +38,7 @@ import (
 // InProgress, BLOCKED as Failed, through the status computeStatus writes.
 func TestKstatus_ComputesFromOurConditions(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	r := &ProjectionRecoveryReconciler{Clock: clk, Registry: status.NewRegistry(clk.Now), Metrics: NewMetrics(prometheus.NewRegistry())}
+	r := &ProjectionRecoveryReconciler{Clock: clk, Registry: completeness.NewRegistry(clk.Now), Metrics: NewMetrics(prometheus.NewRegistry())}
 	cases := []struct {
 		state  recoveryv1.RecoveryState
 		reason string
@@ -45,8 +46,8 @@ func TestKstatus_ComputesFromOurConditions(t *testing.T) {
 	}{
 		{recoveryv1.StateCurrent, "", kstatus.CurrentStatus},
 		{recoveryv1.StateCatchingUp, "", kstatus.InProgressStatus},
-		{recoveryv1.StateRetrying, string(store.CodeSourceUnavailable), kstatus.InProgressStatus},
-		{recoveryv1.StateBlocked, string(store.CodeOrphanTrade), kstatus.FailedStatus},
+		{recoveryv1.StateRetrying, string(codes.SourceUnavailable), kstatus.InProgressStatus},
+		{recoveryv1.StateBlocked, string(codes.OrphanTrade), kstatus.FailedStatus},
 	}
 	for _, tc := range cases {
 		obj := &recoveryv1.ProjectionRecovery{

@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"sort"
 	"sync"
 	"testing"
@@ -104,7 +105,7 @@ func TestController_TwoManagersNeverCommitAPageTwice(t *testing.T) {
 	// held by a live manager is not a failure of the scope, and counting it
 	// as one would make the status flap between the managers.
 	for _, r := range []*ProjectionRecoveryReconciler{recA, recB} {
-		for _, code := range []store.Code{store.CodeLeaseHeld, store.CodeLeaseLost, store.CodeCursorMoved} {
+		for _, code := range []codes.Code{codes.LeaseHeld, codes.LeaseLost, codes.CursorMoved} {
 			if n := testutil.ToFloat64(r.Metrics.refusals.WithLabelValues(ns, obj.Name, f.scope, string(code))); n != 0 {
 				t.Errorf("%s counted %v %s refusals", r.Owner, n, code)
 			}

@@ -40,7 +40,7 @@ import (
 	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
-	"github.com/projection-recovery/projection-recovery/internal/status"
+	"github.com/projection-recovery/projection-recovery/internal/completeness"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
@@ -63,7 +63,7 @@ type ProjectionRecoveryReconciler struct {
 	Owner string
 
 	Connections *Connections
-	Registry    *status.Registry
+	Registry    *completeness.Registry
 	Metrics     *Metrics
 	// Triggers enqueues resources from outside the cluster: the NATS
 	// reconnect edge (FR-APR10). Optional.
@@ -189,7 +189,7 @@ func (r *ProjectionRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		r.Connections = &Connections{}
 	}
 	if r.Registry == nil {
-		r.Registry = status.NewRegistry(r.Clock.Now)
+		r.Registry = completeness.NewRegistry(r.Clock.Now)
 	}
 	if r.Metrics == nil {
 		r.Metrics = NewMetrics(nil)

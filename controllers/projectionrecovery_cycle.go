@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -33,7 +34,7 @@ import (
 // cycleResult is what one bounded cycle proved, observed and failed on.
 type cycleResult struct {
 	state   recoveryv1.RecoveryState
-	reason  string // stable code when RETRYING or BLOCKED (a store.Code), or a spec reason
+	reason  string // stable code when RETRYING or BLOCKED (a codes.Code), or a spec reason
 	message string
 
 	cursor   store.Cursor // latest known cursor (after the last committed page)
@@ -72,7 +73,7 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 	spec := &s.obj.Spec
 	log := logf.FromContext(ctx).WithValues("scope", spec.Scope)
 	fail := func(res cycleResult, err error) cycleResult {
-		var code store.Code
+		var code codes.Code
 		res.state, code = classify(err)
 		// Driver errors can echo parts of a connection string: redact before
 		// the message reaches status, events or logs.
@@ -91,7 +92,7 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 	}
 	st, err := r.Connections.Store(ctx, resourceKey(s.obj), s.secrets.dsn)
 	if err != nil {
-		return fail(cycleResult{}, &store.Refusal{Code: store.CodeDatabaseUnavailable, Detail: "connecting to the projection database", Err: err})
+		return fail(cycleResult{}, &codes.Refusal{Code: codes.DatabaseUnavailable, Detail: "connecting to the projection database", Err: err})
 	}
 
 	// Statement 1: the cursor, the only completeness claim (FR-APR05).
@@ -131,7 +132,7 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 		if rerr == nil && held.Owner != "" {
 			res.lease = &held
 		}
-		if store.CodeOf(err) == store.CodeLeaseHeld && rerr == nil && held.Owner != "" && held.Owner != r.Owner {
+		if codes.Of(err) == codes.LeaseHeld && rerr == nil && held.Owner != "" && held.Owner != r.Owner {
 			return observe(res, cur, held)
 		}
 		return fail(res, err)
@@ -214,15 +215,15 @@ func stateOfCursor(cur store.Cursor, boundary int64) recoveryv1.RecoveryState {
 // database that is gone simply leaves the previous cursor state, and the
 // status still carries the failure.
 func (r *ProjectionRecoveryReconciler) recordFailure(ctx context.Context, log logr.Logger, st *store.Store, lease store.Lease, res cycleResult) cycleResult {
-	switch store.Code(res.reason) {
-	case store.CodeLeaseLost, store.CodeLeaseHeld, store.CodeDatabaseUnavailable:
+	switch codes.Code(res.reason) {
+	case codes.LeaseLost, codes.LeaseHeld, codes.DatabaseUnavailable:
 		return res
 	}
 	state := store.StateRetrying
 	if res.state == recoveryv1.StateBlocked {
 		state = store.StateBlocked
 	}
-	if err := st.RecordOutcome(ctx, lease, lease.Scope, state, store.Code(res.reason), res.boundary); err != nil {
+	if err := st.RecordOutcome(ctx, lease, lease.Scope, state, codes.Code(res.reason), res.boundary); err != nil {
 		log.V(1).Info("could not record the outcome on the cursor", "err", err.Error())
 	} else {
 		res.cursor.State, res.cursor.BlockedReason = state, res.reason

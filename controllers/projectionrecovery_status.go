@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
-	"github.com/projection-recovery/projection-recovery/internal/status"
+	"github.com/projection-recovery/projection-recovery/internal/completeness"
 )
 
 // maxMessage bounds status and event messages (an error chain can be long).
@@ -114,8 +114,8 @@ func mirrorCursor(st *recoveryv1.ProjectionRecoveryStatus, c *cycleResult) {
 	}
 }
 
-func completenessOf(st *recoveryv1.ProjectionRecoveryStatus) status.Completeness {
-	c := status.Completeness{
+func completenessOf(st *recoveryv1.ProjectionRecoveryStatus) completeness.Completeness {
+	c := completeness.Completeness{
 		VerifiedThroughSeq: st.VerifiedThroughSeq, ObservedBoundarySeq: st.ObservedBoundarySeq, Lag: st.Lag,
 		ChainDigest: st.ChainDigest, EventCount: st.EventCount, State: string(st.State), Reason: st.Reason,
 	}

@@ -21,6 +21,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -35,7 +37,6 @@ import (
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/notify"
-	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )
@@ -170,7 +171,7 @@ func TestController_OrphanTradeBlocks(t *testing.T) {
 	got, _ := waitState(t, ns, obj.Name, 60*time.Second, "BLOCKED ORPHAN_TRADE", func(o *recoveryv1.ProjectionRecovery) bool {
 		return o.Status.State == recoveryv1.StateBlocked
 	})
-	if got.Status.Reason != string(store.CodeOrphanTrade) || got.Status.VerifiedThroughSeq != b {
+	if got.Status.Reason != string(codes.OrphanTrade) || got.Status.VerifiedThroughSeq != b {
 		t.Fatalf("reason=%s verified=%d, want ORPHAN_TRADE at %d", got.Status.Reason, got.Status.VerifiedThroughSeq, b)
 	}
 	if c := meta.FindStatusCondition(got.Status.Conditions, recoveryv1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue || c.Reason != recoveryv1.ReasonBlocked {
@@ -185,14 +186,14 @@ func TestController_OrphanTradeBlocks(t *testing.T) {
 			return false, err
 		}
 		for _, e := range evs.Items {
-			if e.Regarding.Name == obj.Name && e.Type == "Warning" && e.Reason == string(store.CodeOrphanTrade) && strings.Contains(e.Note, "BLOCKED") {
+			if e.Regarding.Name == obj.Name && e.Type == "Warning" && e.Reason == string(codes.OrphanTrade) && strings.Contains(e.Note, "BLOCKED") {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
 	cur, _ := f.store.ReadCursor(context.Background(), f.scope)
-	if cur.State != store.StateBlocked || cur.BlockedReason != string(store.CodeOrphanTrade) || cur.VerifiedThroughSeq != b {
+	if cur.State != store.StateBlocked || cur.BlockedReason != string(codes.OrphanTrade) || cur.VerifiedThroughSeq != b {
 		t.Fatalf("SQL cursor = %+v, want BLOCKED/ORPHAN_TRADE at %d", cur, b)
 	}
 }
@@ -221,7 +222,7 @@ func TestController_MemberDownRetriesWithBackoff(t *testing.T) {
 		return o.Status.ConsecutiveFailures >= 6
 	})
 	got := getRecovery(t, ns, obj.Name)
-	if got.Status.Reason != string(store.CodeSourceUnavailable) || got.Status.NextAttempt == nil {
+	if got.Status.Reason != string(codes.SourceUnavailable) || got.Status.NextAttempt == nil {
 		t.Fatalf("reason=%s nextAttempt=%v, want SOURCE_UNAVAILABLE with a next attempt", got.Status.Reason, got.Status.NextAttempt)
 	}
 	gap := func(a, b int32) time.Duration {
@@ -334,7 +335,7 @@ func TestController_TLSAndBearerToken(t *testing.T) {
 	ns := newNamespace(t)
 	f := newFixture(t, "tls", 60, 0.2)
 	const token = "member-token-0123456789"
-	srv := httptest.NewUnstartedServer(source.NewHandler(f.log, source.HandlerOptions{Token: token}))
+	srv := httptest.NewUnstartedServer(member.NewHandler(f.log, member.HandlerOptions{Token: token}))
 	srv.StartTLS()
 	defer srv.Close()
 	caPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
@@ -365,7 +366,7 @@ func TestController_TLSAndBearerToken(t *testing.T) {
 	got, _ = waitState(t, ns, wrong.Name, 30*time.Second, "BLOCKED by the member's refusal", func(o *recoveryv1.ProjectionRecovery) bool {
 		return o.Status.State == recoveryv1.StateBlocked
 	})
-	if got.Status.Reason != string(store.CodeSourceRefused) || strings.Contains(got.Status.Message, "not-the-token") {
+	if got.Status.Reason != string(codes.SourceRefused) || strings.Contains(got.Status.Message, "not-the-token") {
 		t.Fatalf("reason=%s message=%q, want SOURCE_REFUSED without the token", got.Status.Reason, got.Status.Message)
 	}
 }

@@ -45,8 +45,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/completeness"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
-	"github.com/projection-recovery/projection-recovery/internal/status"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
@@ -144,7 +144,7 @@ func startManager(owner string, sel labels.Selector, autoRecovery bool, natsURL 
 		AutoRecovery: autoRecovery,
 		Owner:        owner,
 		Connections:  &Connections{},
-		Registry:     status.NewRegistry(nil),
+		Registry:     completeness.NewRegistry(nil),
 		Metrics:      NewMetrics(prometheus.NewRegistry()),
 	}
 	for _, o := range opts {

@@ -7,7 +7,7 @@ set -euo pipefail
 events="${PROJECTION_BENCH_EVENTS:-1000000}"
 flags=(-count=1 -run '^$' -benchtime=1x -benchmem -timeout=60m)
 echo "bench: source contract (full catch-up, N and 4N, with and without the replay cache)"
-go test "${flags[@]}" -bench . ./internal/source
+go test "${flags[@]}" -bench . ./internal/reference/member
 echo "bench: store catch-up from genesis, ${events} events, against COPY"
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench CatchUpFromGenesis ./internal/store
 echo "bench: store re-verification after a cursor reset (same size)"

@@ -43,7 +43,7 @@ import (
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/controllers"
-	"github.com/projection-recovery/projection-recovery/internal/status"
+	"github.com/projection-recovery/projection-recovery/internal/completeness"
 )
 
 type options struct {
@@ -153,7 +153,7 @@ func run(args []string) error {
 	if owner == "" {
 		owner = defaultOwner()
 	}
-	registry := status.NewRegistry(time.Now)
+	registry := completeness.NewRegistry(time.Now)
 	rec := &controllers.ProjectionRecoveryReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 	"log/slog"
 	"net"
 	"net/http"
@@ -43,8 +44,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/projection-recovery/projection-recovery/internal/engine"
-	"github.com/projection-recovery/projection-recovery/internal/source"
+	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 )
 
 type config struct {
@@ -113,7 +113,7 @@ func parseFlags(args []string) (config, error) {
 		c.token = strings.TrimSpace(string(b))
 	}
 	if c.natsSubject == "" {
-		c.natsSubject = source.DefaultSubject(c.scope)
+		c.natsSubject = member.DefaultSubject(c.scope)
 	}
 	return c, nil
 }
@@ -250,7 +250,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger, onReady func(http
 		return err
 	}
 	defer closeNATS()
-	var pub source.Publisher
+	var pub member.Publisher
 	if nc != nil {
 		pub = nc
 	}
@@ -258,12 +258,12 @@ func run(ctx context.Context, cfg config, logger *slog.Logger, onReady func(http
 	if cfg.rate > 0 {
 		interval = time.Duration(float64(time.Second) / cfg.rate)
 	}
-	m, err := source.NewMember(source.MemberConfig{Log: l, Workload: w, Publisher: pub, Subject: cfg.natsSubject,
+	m, err := member.NewMember(member.MemberConfig{Log: l, Workload: w, Publisher: pub, Subject: cfg.natsSubject,
 		DropRate: cfg.dropRate, DropSeed: cfg.dropSeed, Interval: interval, MaxCommands: cfg.maxCommands, Logger: logger})
 	if err != nil {
 		return err
 	}
-	handler := source.NewHandler(l, source.HandlerOptions{Token: cfg.token, DisableCache: cfg.noCache, Logger: logger})
+	handler := member.NewHandler(l, member.HandlerOptions{Token: cfg.token, DisableCache: cfg.noCache, Logger: logger})
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.listen, err)

@@ -43,8 +43,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/projection-recovery/projection-recovery/internal/live"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )

@@ -50,32 +50,6 @@ func nextRaw(d string, wire []byte) [sha256.Size]byte {
 	return out
 }
 
-// Chain accumulates the digest and the number of events folded in.
-// The zero value is NOT at genesis; use New or From.
-type Chain struct {
-	digest string
-	count  int64
-}
-
-// New starts a chain at Genesis.
-func New() *Chain { return &Chain{digest: Genesis} }
-
-// From resumes a chain at a digest already verified (for example a cursor).
-func From(digest string, count int64) *Chain { return &Chain{digest: digest, count: count} }
-
-// Add folds one event's wire bytes in and returns the new digest.
-func (c *Chain) Add(wire []byte) string {
-	c.digest = Next(c.digest, wire)
-	c.count++
-	return c.digest
-}
-
-// Digest is the digest through the last event added.
-func (c *Chain) Digest() string { return c.digest }
-
-// Count is the number of events folded in since New (or since From's count).
-func (c *Chain) Count() int64 { return c.count }
-
 // Valid reports whether s has the shape of a digest: 64 lowercase hex characters.
 func Valid(s string) bool {
 	if len(s) != 64 {

@@ -14,17 +14,17 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package source is the member side of the catch-up contract (FR-APR01..04,
-// DESIGN.md "Source contract: pinned v1"): the HTTP handler that serves
-// verified pages from a strict genesis replay of the command log, and the
-// client the operator uses to fetch and verify them.
+// Package source is the operator's side of the pinned v1 catch-up contract
+// (FR-APR01..04, DESIGN.md "Source contract: pinned v1"): the page and refusal
+// types, and the client that fetches pages and verifies them (identity,
+// ordering, chain digests) before anything reaches the store. The reference
+// member that serves the contract lives in internal/reference/member; this
+// package never depends on it, so the manager does not link a matching engine.
 package source
 
 import (
 	"errors"
 	"fmt"
-
-	"github.com/projection-recovery/projection-recovery/internal/engine"
 )
 
 // Path of the catch-up endpoint and of the descriptor endpoint.
@@ -39,13 +39,17 @@ const (
 const MaxPageEvents = 10000
 
 // Refusal codes (409) of the pinned v1 contract. The last three come from the
-// strict replay (FR-APR03) and are defined by the engine.
+// strict replay (FR-APR03); a member's replay reports them with these spellings.
 const (
 	CodeCommandExceedsPage     = "RECOVERY_COMMAND_EXCEEDS_PAGE" // FR-APR02
 	CodeAfterSeqBeyondBoundary = "AFTER_SEQ_BEYOND_BOUNDARY"     // FR-APR04
-	CodeMissingGenesis         = engine.CodeMissingGenesis       // FR-APR03
-	CodeDiscontinuity          = engine.CodeDiscontinuity        // FR-APR03
-	CodeArchiveBehindBoundary  = engine.CodeArchiveBehindBoundary
+	// CodeMissingGenesis: the member's oldest retained command is not seq 1,
+	// so the chain cannot be recomputed from d0 (FR-APR03).
+	CodeMissingGenesis = "MISSING_GENESIS"
+	// CodeDiscontinuity: a gap or overlap between or inside recording terms (FR-APR03).
+	CodeDiscontinuity = "DISCONTINUITY"
+	// CodeArchiveBehindBoundary: the retained commands end before B (FR-APR03).
+	CodeArchiveBehindBoundary = "ARCHIVE_BEHIND_BOUNDARY"
 )
 
 // Codes of non-409 error bodies (not part of the pinned refusal set).

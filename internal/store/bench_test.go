@@ -25,8 +25,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
-	"github.com/projection-recovery/projection-recovery/internal/engine"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )

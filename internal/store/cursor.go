@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -114,17 +115,17 @@ const (
 func (r Run) Eligible() error {
 	switch {
 	case r.RunID == 0:
-		return refuse(CodeNotEligible, "scope %q has no selected run", r.Scope)
+		return refuse(codes.NotEligible, "scope %q has no selected run", r.Scope)
 	case !r.Managed:
-		return refuse(CodeNotEligible, "run %d of %q is not managed", r.RunID, r.Scope)
+		return refuse(codes.NotEligible, "run %d of %q is not managed", r.RunID, r.Scope)
 	case r.Epoch != 1:
-		return refuse(CodeNotEligible, "run %d of %q is epoch %d, not epoch-v1", r.RunID, r.Scope, r.Epoch)
+		return refuse(codes.NotEligible, "run %d of %q is epoch %d, not epoch-v1", r.RunID, r.Scope, r.Epoch)
 	case !r.Selected:
-		return refuse(CodeNotEligible, "run %d of %q is not selected", r.RunID, r.Scope)
+		return refuse(codes.NotEligible, "run %d of %q is not selected", r.RunID, r.Scope)
 	case r.Phase == PhaseDraining && r.FrozenSeq == nil:
-		return refuse(CodeNotEligible, "DRAINING run %d of %q has no frozen seq", r.RunID, r.Scope)
+		return refuse(codes.NotEligible, "DRAINING run %d of %q has no frozen seq", r.RunID, r.Scope)
 	case r.Phase != PhaseActive && r.Phase != PhaseDraining:
-		return refuse(CodeNotEligible, "run %d of %q is %s", r.RunID, r.Scope, r.Phase)
+		return refuse(codes.NotEligible, "run %d of %q is %s", r.RunID, r.Scope, r.Phase)
 	}
 	return nil
 }
@@ -166,7 +167,7 @@ func scanRun(row pgx.Row) (Run, error) {
 func (s *Store) SelectedRun(ctx context.Context, scope string) (Run, error) {
 	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM projection_runs WHERE scope = $1 AND selected`, scope))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Run{Scope: scope}, refuse(CodeNotEligible, "scope %q has no selected run", scope)
+		return Run{Scope: scope}, refuse(codes.NotEligible, "scope %q has no selected run", scope)
 	}
 	if err != nil {
 		return Run{}, dbErr("store: read selected run", err)
@@ -176,10 +177,10 @@ func (s *Store) SelectedRun(ctx context.Context, scope string) (Run, error) {
 
 // RecordOutcome records a cycle's outcome on the cursor under the fence
 // (FR-APR08): state is RETRYING, BLOCKED or CURRENT (or CATCHING_UP), reason a
-// Code ("" clears it), boundary the last source boundary observed (0 keeps the
+// codes.Code ("" clears it), boundary the last source boundary observed (0 keeps the
 // stored one; it never moves backwards). It never touches verified-through or
 // the digest: only a page proves completeness.
-func (s *Store) RecordOutcome(ctx context.Context, l Lease, scope, state string, reason Code, boundary int64) error {
+func (s *Store) RecordOutcome(ctx context.Context, l Lease, scope, state string, reason codes.Code, boundary int64) error {
 	switch state {
 	case StateCatchingUp, StateCurrent, StateRetrying, StateBlocked:
 	default:

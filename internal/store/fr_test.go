@@ -18,6 +18,7 @@ package store
 
 import (
 	"context"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestFRAPR05_CheckpointSeqIsNeverCompleteness(t *testing.T) {
 		t.Fatalf("absent cursor must read as genesis, got %+v %v", c, err)
 	}
 	// A page starting at checkpoint_seq is not accepted.
-	refused(t, f.s, f.l, run, f.src.Page(3, 100), CodeCursorMoved)
+	refused(t, f.s, f.l, run, f.src.Page(3, 100), codes.CursorMoved)
 	res, err := f.s.ApplyPage(ctxb, f.l, run, f.src.Page(0, 3))
 	if err != nil {
 		t.Fatal(err)
@@ -65,11 +66,11 @@ func TestFRAPR05_CheckpointSeqIsNeverCompleteness(t *testing.T) {
 func TestFRAPR05_RecordOutcome(t *testing.T) {
 	f := setup(t)
 	catchUp(t, f.s, f.l, f.run, f.src, 2)
-	if err := f.s.RecordOutcome(ctxb, f.l, "s", StateBlocked, CodeOrphanTrade, 1); err != nil {
+	if err := f.s.RecordOutcome(ctxb, f.l, "s", StateBlocked, codes.OrphanTrade, 1); err != nil {
 		t.Fatal(err)
 	}
 	c, _ := f.s.ReadCursor(ctxb, "s")
-	if c.State != StateBlocked || c.BlockedReason != string(CodeOrphanTrade) || c.VerifiedThroughSeq != 4 || c.LastObservedBoundarySeq != 4 {
+	if c.State != StateBlocked || c.BlockedReason != string(codes.OrphanTrade) || c.VerifiedThroughSeq != 4 || c.LastObservedBoundarySeq != 4 {
 		t.Fatalf("%+v", c)
 	}
 	if err := f.s.RecordOutcome(ctxb, f.l, "s", StateCurrent, "", 9); err != nil {
@@ -90,8 +91,8 @@ func TestFRAPR07_NewCursorReverifiesEveryRetainedRow(t *testing.T) {
 	run, _ := f.s.SelectedRun(ctxb, "s")
 	// An old orphan far below the checkpoint: only a genesis re-verification finds it.
 	seedTrade(t, f.s, "s", Trade(1, 99, "old-orphan", "ACME", "1", "1", "X", "Y"), i64(1), "BOOKED")
-	refused(t, f.s, f.l, run, f.src.Page(4, 100), CodeCursorMoved) // no starting at the checkpoint
-	refused(t, f.s, f.l, run, f.src.Page(0, 100), CodeOrphanTrade)
+	refused(t, f.s, f.l, run, f.src.Page(4, 100), codes.CursorMoved) // no starting at the checkpoint
+	refused(t, f.s, f.l, run, f.src.Page(0, 100), codes.OrphanTrade)
 }
 
 // FR-APR07: a matching checkpoint is only an identity cross-check: catch-up
@@ -119,14 +120,14 @@ func TestFRAPR07_DifferentDescriptorOrProtocolRefuses(t *testing.T) {
 	run, _ := f.s.SelectedRun(ctxb, "s")
 	p := f.src.Page(4, 100)
 	p.DescriptorHash = other
-	refused(t, f.s, f.l, run, p, CodeDescriptorMismatch)
+	refused(t, f.s, f.l, run, p, codes.DescriptorMismatch)
 
 	mustExec(t, f.s, `UPDATE projection_catchup_cursor SET protocol_version = 2`)
-	refused(t, f.s, f.l, f.run, f.src.Page(4, 100), CodeSuperseded) // the old run is no longer selected
+	refused(t, f.s, f.l, f.run, f.src.Page(4, 100), codes.Superseded) // the old run is no longer selected
 	mustExec(t, f.s, `DELETE FROM projection_runs WHERE descriptor_hash = $1`, other)
 	mustExec(t, f.s, `UPDATE projection_runs SET selected = true`)
 	run, _ = f.s.SelectedRun(ctxb, "s")
-	refused(t, f.s, f.l, run, f.src.Page(4, 100), CodeProtocolMismatch)
+	refused(t, f.s, f.l, run, f.src.Page(4, 100), codes.ProtocolMismatch)
 }
 
 // FR-APR07: deleting the cursor (operator reset) re-verifies from genesis and
@@ -165,7 +166,7 @@ func TestFRAPR08_ReplacedOwnerCannotCommit(t *testing.T) {
 		return err
 	}
 	_, err = f.s.ApplyPage(ctxb, la, f.run, f.page())
-	wantCode(t, err, CodeLeaseLost)
+	wantCode(t, err, codes.LeaseLost)
 	if lb.Fence != la.Fence+1 || lb.Owner != "b" {
 		t.Fatalf("takeover lease %+v after %+v", lb, la)
 	}
@@ -238,7 +239,7 @@ func TestFRAPR08_TakeoverWaitsForInFlightPage(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 	f.s.hooks = hooks{}
-	refused(t, f.s, la, f.run, f.src.Page(4, 100), CodeLeaseLost)
+	refused(t, f.s, la, f.run, f.src.Page(4, 100), codes.LeaseLost)
 	if _, err := f.s.ApplyPage(ctxb, r.l, f.run, f.src.Page(4, 100)); err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +366,7 @@ func TestCancelledContextIsTransient(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxb)
 	cancel()
 	_, err := f.s.ApplyPage(ctx, f.l, f.run, f.page())
-	if c := CodeOf(err); !c.Transient() {
+	if c := codes.Of(err); !c.Transient() {
 		t.Fatalf("cancelled page: %s (%v)", c, err)
 	}
 }

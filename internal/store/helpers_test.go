@@ -19,6 +19,7 @@ package store
 import (
 	"context"
 	"errors"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"testing"
 	"time"
 
@@ -99,12 +100,12 @@ func catchUp(t testing.TB, s *Store, l Lease, run Run, src *storetest.Ledger, ma
 	}
 }
 
-func wantCode(t testing.TB, err error, code Code) {
+func wantCode(t testing.TB, err error, code codes.Code) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("want refusal %s, got success", code)
 	}
-	if got := CodeOf(err); got != code {
+	if got := codes.Of(err); got != code {
 		t.Fatalf("want %s, got %s (%v)", code, got, err)
 	}
 }
@@ -193,7 +194,7 @@ func i64(v int64) *int64 { return &v }
 func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
 // refused applies page and requires the refusal code and an unchanged database.
-func refused(t testing.TB, s *Store, l Lease, run Run, page *source.Page, code Code) *Refusal {
+func refused(t testing.TB, s *Store, l Lease, run Run, page *source.Page, code codes.Code) *codes.Refusal {
 	t.Helper()
 	before := snapshot(t, s)
 	_, err := s.ApplyPage(ctxb, l, run, page)
@@ -201,7 +202,7 @@ func refused(t testing.TB, s *Store, l Lease, run Run, page *source.Page, code C
 	if after := snapshot(t, s); after != before {
 		t.Fatalf("refused page (%s) wrote:\nbefore %s\nafter  %s", code, before, after)
 	}
-	var r *Refusal
+	var r *codes.Refusal
 	if !errors.As(err, &r) {
 		t.Fatalf("%s is not a *Refusal: %T", code, err)
 	}

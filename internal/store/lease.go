@@ -19,6 +19,7 @@ package store
 import (
 	"context"
 	"errors"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,7 +58,7 @@ ON CONFLICT (scope) DO UPDATE SET
 WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
 RETURNING owner, fence, expires_at`, scope, owner, ttl.Microseconds()).Scan(&l.Owner, &l.Fence, &l.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Lease{}, refuse(CodeLeaseHeld, "scope %q is leased by another owner", scope)
+		return Lease{}, refuse(codes.LeaseHeld, "scope %q is leased by another owner", scope)
 	}
 	if err != nil {
 		return Lease{}, dbErr("store: acquire lease", err)
@@ -76,7 +77,7 @@ UPDATE projection_catchup_lease
  WHERE scope = $1 AND owner = $2 AND fence = $3 AND expires_at > clock_timestamp()
 RETURNING expires_at`, l.Scope, l.Owner, l.Fence, ttl.Microseconds()).Scan(&out.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Lease{}, refuse(CodeLeaseLost, "lease on %q (owner %q fence %d) is no longer held", l.Scope, l.Owner, l.Fence)
+		return Lease{}, refuse(codes.LeaseLost, "lease on %q (owner %q fence %d) is no longer held", l.Scope, l.Owner, l.Fence)
 	}
 	if err != nil {
 		return Lease{}, dbErr("store: renew lease", err)
@@ -125,16 +126,16 @@ func lockLease(ctx context.Context, tx pgx.Tx, l Lease) error {
 SELECT owner, fence, expires_at > clock_timestamp()
   FROM projection_catchup_lease WHERE scope = $1 FOR UPDATE`, l.Scope).Scan(&owner, &fence, &live)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return refuse(CodeLeaseLost, "no lease row for scope %q", l.Scope)
+		return refuse(codes.LeaseLost, "no lease row for scope %q", l.Scope)
 	}
 	if err != nil {
 		return dbErr("store: lock lease", err)
 	}
 	if owner != l.Owner || fence != l.Fence {
-		return refuse(CodeLeaseLost, "scope %q is now leased by %q fence %d (we are %q fence %d)", l.Scope, owner, fence, l.Owner, l.Fence)
+		return refuse(codes.LeaseLost, "scope %q is now leased by %q fence %d (we are %q fence %d)", l.Scope, owner, fence, l.Owner, l.Fence)
 	}
 	if !live {
-		return refuse(CodeLeaseLost, "lease on %q (owner %q fence %d) expired", l.Scope, l.Owner, l.Fence)
+		return refuse(codes.LeaseLost, "lease on %q (owner %q fence %d) expired", l.Scope, l.Owner, l.Fence)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"
 
@@ -70,7 +71,7 @@ func (s *Store) SetAfterCommit(f func(scope string)) { s.afterCommit = f }
 //  8. advance the cursor by compare-and-set on the old verified-through,
 //     digest and boundary.
 //
-// Any refusal or error rolls everything back: a *Refusal (see CodeOf) means
+// Any refusal or error rolls everything back: a *codes.Refusal (see codes.Of) means
 // nothing was written.
 func (s *Store) ApplyPage(ctx context.Context, l Lease, run Run, page *source.Page) (PageResult, error) {
 	pp, err := s.PreparePage(run, page)
@@ -88,7 +89,7 @@ type PreparedPage struct {
 }
 
 // PreparePage does the transaction-free half of ApplyPage: identity, ordering,
-// decoding and chain verification (a *Refusal on failure). A caller may
+// decoding and chain verification (a *codes.Refusal on failure). A caller may
 // prepare the next page while the previous one is being applied; Go decoding
 // then overlaps with PostgreSQL work.
 func (s *Store) PreparePage(run Run, page *source.Page) (*PreparedPage, error) {
@@ -106,7 +107,7 @@ func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *Prepare
 		return PageResult{}, fmt.Errorf("store: lease is for scope %q, run for %q", l.Scope, run.Scope)
 	}
 	if pp == nil || !pp.run.sameBarrier(run) {
-		return PageResult{}, refuse(CodeSuperseded, "page was prepared against another run")
+		return PageResult{}, refuse(codes.Superseded, "page was prepared against another run")
 	}
 	var res PageResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -143,13 +144,13 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 	}
 	now, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM projection_runs WHERE scope = $1 AND selected FOR SHARE`, scope))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return PageResult{}, refuse(CodeSuperseded, "scope %q no longer has a selected run", scope)
+		return PageResult{}, refuse(codes.Superseded, "scope %q no longer has a selected run", scope)
 	}
 	if err != nil {
 		return PageResult{}, dbErr("store: re-read run", err)
 	}
 	if !now.sameBarrier(run) {
-		return PageResult{}, refuse(CodeSuperseded, "run changed: was %d/%s/%s, now %d/%s/%s",
+		return PageResult{}, refuse(codes.Superseded, "run changed: was %d/%s/%s, now %d/%s/%s",
 			run.RunID, run.Phase, run.DescriptorHash, now.RunID, now.Phase, now.DescriptorHash)
 	}
 
@@ -163,13 +164,13 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 	pg := p.page
 	switch {
 	case cur.DescriptorHash != "" && cur.DescriptorHash != pg.DescriptorHash:
-		return PageResult{}, refuse(CodeDescriptorMismatch, "cursor descriptor %s, page %s", cur.DescriptorHash, pg.DescriptorHash)
+		return PageResult{}, refuse(codes.DescriptorMismatch, "cursor descriptor %s, page %s", cur.DescriptorHash, pg.DescriptorHash)
 	case cur.ProtocolVersion != 0 && cur.ProtocolVersion != pg.ProtocolVersion:
-		return PageResult{}, refuse(CodeProtocolMismatch, "cursor protocol %d, page %d", cur.ProtocolVersion, pg.ProtocolVersion)
+		return PageResult{}, refuse(codes.ProtocolMismatch, "cursor protocol %d, page %d", cur.ProtocolVersion, pg.ProtocolVersion)
 	case pg.AfterSeq != cur.VerifiedThroughSeq:
-		return PageResult{}, refuse(CodeCursorMoved, "page starts at %d, cursor is at %d", pg.AfterSeq, cur.VerifiedThroughSeq)
+		return PageResult{}, refuse(codes.CursorMoved, "page starts at %d, cursor is at %d", pg.AfterSeq, cur.VerifiedThroughSeq)
 	case pg.DigestAfter != cur.ChainDigest:
-		return PageResult{}, refuse(CodeChainMismatch, "page digestAfter %s, cursor digest %s at seq %d", pg.DigestAfter, cur.ChainDigest, cur.VerifiedThroughSeq)
+		return PageResult{}, refuse(codes.ChainMismatch, "page digestAfter %s, cursor digest %s at seq %d", pg.DigestAfter, cur.ChainDigest, cur.VerifiedThroughSeq)
 	}
 	if cur.VerifiedThroughSeq == 0 {
 		// FR-APR07 bootstrap: a cursor at genesis trusts nothing derived
@@ -241,7 +242,7 @@ UPDATE projection_catchup_cursor
 		tag = ct.RowsAffected()
 	}
 	if tag != 1 {
-		return PageResult{}, refuse(CodeCursorMoved, "cursor of %q moved during the page", scope)
+		return PageResult{}, refuse(codes.CursorMoved, "cursor of %q moved during the page", scope)
 	}
 	if h := s.hooks.beforeCommit; h != nil {
 		if err := h(ctx, tx); err != nil {

@@ -19,6 +19,7 @@ package store
 import (
 	"context"
 	"errors"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"os"
 	"regexp"
 	"strings"
@@ -85,13 +86,13 @@ func TestEveryRefusalCodeHasATest(t *testing.T) {
 			all.Write(b)
 		}
 	}
-	for _, c := range AllCodes {
+	for _, c := range codes.All {
 		if !regexp.MustCompile(`func TestRefusal_` + string(c) + `\(`).MatchString(all.String()) {
 			t.Errorf("code %s has no TestRefusal_%s", c, c)
 		}
 	}
-	transient := map[Code]bool{CodeSourceUnavailable: true, CodeLeaseHeld: true, CodeLeaseLost: true, CodeSuperseded: true, CodeCursorMoved: true, CodeDatabaseUnavailable: true}
-	for _, c := range AllCodes {
+	transient := map[codes.Code]bool{codes.SourceUnavailable: true, codes.LeaseHeld: true, codes.LeaseLost: true, codes.Superseded: true, codes.CursorMoved: true, codes.DatabaseUnavailable: true}
+	for _, c := range codes.All {
 		if c.Transient() != transient[c] {
 			t.Errorf("%s.Transient() = %v", c, c.Transient())
 		}
@@ -101,25 +102,25 @@ func TestEveryRefusalCodeHasATest(t *testing.T) {
 func TestRefusal_ORPHAN_TRADE(t *testing.T) {
 	f := setup(t)
 	seedTrade(t, f.s, "s", Trade(2, 9, "t9", "ACME", "1", "1", "A", "B"), i64(2), "BOOKED")
-	refused(t, f.s, f.l, f.run, f.page(), CodeOrphanTrade)
+	refused(t, f.s, f.l, f.run, f.page(), codes.OrphanTrade)
 }
 
 func TestRefusal_IMMUTABLE_TRADE_CONFLICT(t *testing.T) {
 	f := setup(t)
 	seedTrade(t, f.s, "s", Trade(2, 1, "t1", "ACME", "111", "5", "A", "B"), i64(2), "BOOKED")
-	refused(t, f.s, f.l, f.run, f.page(), CodeImmutableTradeConflict)
+	refused(t, f.s, f.l, f.run, f.page(), codes.ImmutableTradeConflict)
 }
 
 func TestRefusal_REJECTED_BOOKING(t *testing.T) {
 	f := setup(t)
 	seedTrade(t, f.s, "s", evTrade1, i64(2), "REJECTED")
-	refused(t, f.s, f.l, f.run, f.page(), CodeRejectedBooking)
+	refused(t, f.s, f.l, f.run, f.page(), codes.RejectedBooking)
 }
 
 func TestRefusal_TRADE_PROVENANCE_CONFLICT(t *testing.T) {
 	f := setup(t)
 	seedTrade(t, f.s, "s", evTrade1, i64(3), "BOOKED")
-	refused(t, f.s, f.l, f.run, f.page(), CodeTradeProvenanceConflict)
+	refused(t, f.s, f.l, f.run, f.page(), codes.TradeProvenanceConflict)
 }
 
 // Rows without consensus provenance (seq NULL) anywhere in the scope refuse:
@@ -127,22 +128,22 @@ func TestRefusal_TRADE_PROVENANCE_CONFLICT(t *testing.T) {
 func TestRefusal_UNKNOWN_LEGACY_HISTORY(t *testing.T) {
 	f := setup(t)
 	seedTrade(t, f.s, "s", Trade(2, 7, "legacy", "ACME", "1", "1", "X", "Y"), nil, "BOOKED")
-	refused(t, f.s, f.l, f.run, f.page(), CodeUnknownLegacyHistory)
+	refused(t, f.s, f.l, f.run, f.page(), codes.UnknownLegacyHistory)
 	mustExec(t, f.s, `DELETE FROM trades`)
 	seedOrder(t, f.s, "s", Order(9, "legacy-o", 1, "X", "ACME", wire.SideBuy, "1", "1", "1", wire.StatusNew), nil)
-	refused(t, f.s, f.l, f.run, f.page(), CodeUnknownLegacyHistory)
+	refused(t, f.s, f.l, f.run, f.page(), codes.UnknownLegacyHistory)
 }
 
 func TestRefusal_ORPHAN_ORDER(t *testing.T) {
 	f := setup(t)
 	seedOrder(t, f.s, "s", Order(3, "o9", 1, "A", "ACME", wire.SideBuy, "1", "1", "1", wire.StatusNew), i64(3))
-	refused(t, f.s, f.l, f.run, f.page(), CodeOrphanOrder)
+	refused(t, f.s, f.l, f.run, f.page(), codes.OrphanOrder)
 }
 
 func TestRefusal_ORDER_PROVENANCE_CONFLICT(t *testing.T) {
 	f := setup(t)
 	seedOrder(t, f.s, "s", evOrder, i64(7))
-	refused(t, f.s, f.l, f.run, f.page(), CodeOrderProvenanceConflict)
+	refused(t, f.s, f.l, f.run, f.page(), codes.OrderProvenanceConflict)
 }
 
 func TestRefusal_ORDER_ROW_MISMATCH(t *testing.T) {
@@ -150,7 +151,7 @@ func TestRefusal_ORDER_ROW_MISMATCH(t *testing.T) {
 	o := *evOrder.Order
 	o.Remaining = Dec("1")
 	seedOrder(t, f.s, "s", wire.Event{Type: wire.TypeOrder, Order: &o}, i64(2))
-	refused(t, f.s, f.l, f.run, f.page(), CodeOrderRowMismatch)
+	refused(t, f.s, f.l, f.run, f.page(), codes.OrderRowMismatch)
 }
 
 // The reviewed timestamp comparator: timestamptz keeps microseconds and pgx
@@ -177,14 +178,14 @@ func TestOrderTimestampComparatorAtMicrosecondPrecision(t *testing.T) {
 	rounded := *src.Order
 	rounded.TS = time.Date(2026, 3, 1, 0, 0, 0, 123457000, time.UTC) // rounded up: one µs off
 	seedOrder(t, s2, "s", wire.Event{Type: wire.TypeOrder, Order: &rounded}, i64(1))
-	refused(t, s2, l2, run2, led.Page(0, 10), CodeOrderRowMismatch)
+	refused(t, s2, l2, run2, led.Page(0, 10), codes.OrderRowMismatch)
 }
 
 func TestRefusal_OPENING_CONFLICT(t *testing.T) {
 	f := setup(t)
 	mustExec(t, f.s, `INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost)
 VALUES ('s', 'A', 'ACME', 11, 100, true, 1, 11, 100)`)
-	refused(t, f.s, f.l, f.run, f.page(), CodeOpeningConflict)
+	refused(t, f.s, f.l, f.run, f.page(), codes.OpeningConflict)
 }
 
 // Balances of EVERY touched key are checked, also keys the page touches only
@@ -195,12 +196,12 @@ func TestRefusal_UNEXPLAINED_BALANCE(t *testing.T) {
 	seedTrade(t, f.s, "s", evTrade1, i64(2), "BOOKED")
 	seedPosition(t, f.s, "s", "A", "ACME", "5", "110", true, "0")
 	seedPosition(t, f.s, "s", "B", "ACME", "0", "0", true, "0")
-	refused(t, f.s, f.l, f.run, f.page(), CodeUnexplainedBalance)
+	refused(t, f.s, f.l, f.run, f.page(), codes.UnexplainedBalance)
 
 	// A key with a row but no retained trades must hold its opening.
 	g := newFixture(t)
 	seedPosition(t, g.s, "s", "B", "ACME", "7", "50", true, "0")
-	refused(t, g.s, g.l, g.run, g.page(), CodeUnexplainedBalance)
+	refused(t, g.s, g.l, g.run, g.page(), codes.UnexplainedBalance)
 }
 
 // A balance on a key the source never mentions blocks the page that would
@@ -211,67 +212,67 @@ func TestUnexplainedPhantomBalanceBlocksCompleteness(t *testing.T) {
 	if _, err := f.s.ApplyPage(ctxb, f.l, f.run, f.src.Page(0, 3)); err != nil {
 		t.Fatalf("a partial page claims nothing about Z: %v", err)
 	}
-	refused(t, f.s, f.l, f.run, f.src.Page(2, 100), CodeUnexplainedBalance)
+	refused(t, f.s, f.l, f.run, f.src.Page(2, 100), codes.UnexplainedBalance)
 }
 
 func TestRefusal_UNPROVEN_INITIAL_BALANCE(t *testing.T) {
 	f := setup(t)
 	seedPosition(t, f.s, "s", "B", "ACME", "3", "90", false, "3")
-	refused(t, f.s, f.l, f.run, f.page(), CodeUnprovenInitialBalance)
+	refused(t, f.s, f.l, f.run, f.page(), codes.UnprovenInitialBalance)
 }
 
 func TestRefusal_CHAIN_MISMATCH(t *testing.T) {
 	f := setup(t)
 	p := f.page()
 	p.DigestThrough = strings.Repeat("a", 64)
-	refused(t, f.s, f.l, f.run, p, CodeChainMismatch)
+	refused(t, f.s, f.l, f.run, p, codes.ChainMismatch)
 	// digestAfter that is not the cursor's digest (cursor at genesis).
 	if _, err := f.s.ApplyPage(ctxb, f.l, f.run, f.src.Page(0, 1)); err != nil {
 		t.Fatal(err)
 	}
 	q := f.src.Page(1, 100)
 	q.DigestAfter = strings.Repeat("b", 64)
-	refused(t, f.s, f.l, f.run, rehash(q), CodeChainMismatch)
+	refused(t, f.s, f.l, f.run, rehash(q), codes.ChainMismatch)
 }
 
 func TestRefusal_MALFORMED_EVENT(t *testing.T) {
 	f := setup(t)
 	p := f.page()
 	p.Events[1].Wire = []byte(`{"type":"order","seq":2}`)
-	refused(t, f.s, f.l, f.run, rehash(p), CodeMalformedEvent)
+	refused(t, f.s, f.l, f.run, rehash(p), codes.MalformedEvent)
 }
 
 func TestRefusal_ORDERING_VIOLATION(t *testing.T) {
 	f := setup(t)
 	p := f.page()
 	p.Events[2], p.Events[3] = p.Events[3], p.Events[2] // seq 3 before seq 2
-	refused(t, f.s, f.l, f.run, rehash(p), CodeOrderingViolation)
+	refused(t, f.s, f.l, f.run, rehash(p), codes.OrderingViolation)
 	q := f.page()
 	q.ThroughSeq = 5 // beyond the boundary
-	refused(t, f.s, f.l, f.run, q, CodeOrderingViolation)
+	refused(t, f.s, f.l, f.run, q, codes.OrderingViolation)
 	r := f.page()
 	r.Events[3].Seq = 2 // page seq disagrees with the wire seq
-	refused(t, f.s, f.l, f.run, r, CodeOrderingViolation)
+	refused(t, f.s, f.l, f.run, r, codes.OrderingViolation)
 }
 
 func TestRefusal_PROTOCOL_MISMATCH(t *testing.T) {
 	f := setup(t)
 	p := f.page()
 	p.ProtocolVersion = 2
-	refused(t, f.s, f.l, f.run, p, CodeProtocolMismatch)
+	refused(t, f.s, f.l, f.run, p, codes.ProtocolMismatch)
 }
 
 func TestRefusal_DESCRIPTOR_MISMATCH(t *testing.T) {
 	f := setup(t)
 	p := f.page()
 	p.DescriptorHash = strings.Repeat("e", 64)
-	refused(t, f.s, f.l, f.run, p, CodeDescriptorMismatch)
+	refused(t, f.s, f.l, f.run, p, codes.DescriptorMismatch)
 }
 
 func TestRefusal_NOT_ELIGIBLE(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	if _, err := s.SelectedRun(ctxb, "none"); CodeOf(err) != CodeNotEligible {
+	if _, err := s.SelectedRun(ctxb, "none"); codes.Of(err) != codes.NotEligible {
 		t.Fatalf("no selected run: %v", err)
 	}
 	for _, c := range []struct {
@@ -284,7 +285,7 @@ func TestRefusal_NOT_ELIGIBLE(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		refused(t, s, lease(t, s, c.scope, "a"), run, baseLedger(t).Page(0, 100), CodeNotEligible)
+		refused(t, s, lease(t, s, c.scope, "a"), run, baseLedger(t).Page(0, 100), codes.NotEligible)
 	}
 }
 
@@ -297,7 +298,7 @@ func TestRefusal_BEYOND_FROZEN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused(t, f.s, f.l, run, f.src.Page(4, 100), CodeBeyondFrozen)
+	refused(t, f.s, f.l, run, f.src.Page(4, 100), codes.BeyondFrozen)
 }
 
 // FR-APR09: any change of the selected run's barrier since the caller read it
@@ -312,7 +313,7 @@ func TestRefusal_SUPERSEDED(t *testing.T) {
 		t.Run("", func(t *testing.T) {
 			f = setup(t)
 			mustExec(t, f.s, change)
-			refused(t, f.s, f.l, f.run, f.page(), CodeSuperseded)
+			refused(t, f.s, f.l, f.run, f.page(), codes.Superseded)
 		})
 	}
 }
@@ -322,13 +323,13 @@ func TestRefusal_CURSOR_MOVED(t *testing.T) {
 	if _, err := f.s.ApplyPage(ctxb, f.l, f.run, f.src.Page(0, 1)); err != nil {
 		t.Fatal(err)
 	}
-	refused(t, f.s, f.l, f.run, f.src.Page(0, 1), CodeCursorMoved)
+	refused(t, f.s, f.l, f.run, f.src.Page(0, 1), codes.CursorMoved)
 }
 
 func TestRefusal_LEASE_HELD(t *testing.T) {
 	f := setup(t)
 	_, err := f.s.AcquireLease(ctxb, "s", "b", time.Minute)
-	wantCode(t, err, CodeLeaseHeld)
+	wantCode(t, err, codes.LeaseHeld)
 }
 
 func TestRefusal_LEASE_LOST(t *testing.T) {
@@ -339,10 +340,10 @@ func TestRefusal_LEASE_LOST(t *testing.T) {
 	if _, err := f.s.AcquireLease(ctxb, "s", "b", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	refused(t, f.s, f.l, f.run, f.page(), CodeLeaseLost)
+	refused(t, f.s, f.l, f.run, f.page(), codes.LeaseLost)
 	_, err := f.s.RenewLease(ctxb, f.l, time.Minute)
-	wantCode(t, err, CodeLeaseLost)
-	wantCode(t, f.s.RecordOutcome(ctxb, f.l, "s", StateBlocked, CodeOrphanTrade, 4), CodeLeaseLost)
+	wantCode(t, err, codes.LeaseLost)
+	wantCode(t, f.s.RecordOutcome(ctxb, f.l, "s", StateBlocked, codes.OrphanTrade, 4), codes.LeaseLost)
 }
 
 // The database goes away mid-page (the backend is terminated after the lease
@@ -359,10 +360,10 @@ func TestRefusal_DATABASE_UNAVAILABLE(t *testing.T) {
 		return err
 	}
 	_, err := f.s.ApplyPage(ctxb, f.l, f.run, f.page())
-	wantCode(t, err, CodeDatabaseUnavailable)
-	var r *Refusal
+	wantCode(t, err, codes.DatabaseUnavailable)
+	var r *codes.Refusal
 	if !errors.As(err, &r) || !r.Code.Transient() {
-		t.Fatalf("want a transient *Refusal, got %T %v", err, err)
+		t.Fatalf("want a transient *codes.Refusal, got %T %v", err, err)
 	}
 	f.s.hooks.afterLeaseLocked = nil
 	if after := snapshot(t, f.s); after != before {
@@ -370,35 +371,35 @@ func TestRefusal_DATABASE_UNAVAILABLE(t *testing.T) {
 	}
 	// A server that is not there at all.
 	_, err = Open(ctxb, "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2")
-	wantCode(t, err, CodeDatabaseUnavailable)
+	wantCode(t, err, codes.DatabaseUnavailable)
 }
 
 func TestRefusal_EXPLICIT_CHECKPOINT_MISMATCH(t *testing.T) {
 	f := setup(t)
 	mustExec(t, f.s, `UPDATE projection_runs SET recovery_checkpoint_seq = 2, recovery_checkpoint_digest = $1`, strings.Repeat("c", 64))
 	run, _ := f.s.SelectedRun(ctxb, "s")
-	refused(t, f.s, f.l, run, f.page(), CodeExplicitCheckpointMismatch)
+	refused(t, f.s, f.l, run, f.page(), codes.ExplicitCheckpointMismatch)
 	mustExec(t, f.s, `UPDATE projection_runs SET recovery_checkpoint_seq = NULL, recovery_checkpoint_digest = NULL, recovery_checkpoint_descriptor_hash = 'other'`)
 	run, _ = f.s.SelectedRun(ctxb, "s")
-	refused(t, f.s, f.l, run, f.page(), CodeExplicitCheckpointMismatch)
+	refused(t, f.s, f.l, run, f.page(), codes.ExplicitCheckpointMismatch)
 }
 
 func TestRefusal_SOURCE_UNAVAILABLE(t *testing.T) {
-	wantCode(t, &source.UnavailableError{Status: 503, Err: errors.New("down")}, CodeSourceUnavailable)
-	wantCode(t, &source.RefusalError{Status: 409, Code: source.CodeAfterSeqBeyondBoundary}, CodeSourceUnavailable)
+	wantCode(t, &source.UnavailableError{Status: 503, Err: errors.New("down")}, codes.SourceUnavailable)
+	wantCode(t, &source.RefusalError{Status: 409, Code: source.CodeAfterSeqBeyondBoundary}, codes.SourceUnavailable)
 }
 
 func TestRefusal_SOURCE_REFUSED(t *testing.T) {
-	wantCode(t, &source.RefusalError{Status: 409, Code: source.CodeDiscontinuity}, CodeSourceRefused)
+	wantCode(t, &source.RefusalError{Status: 409, Code: source.CodeDiscontinuity}, codes.SourceRefused)
 }
 
 func TestRefusal_SOURCE_VERIFICATION(t *testing.T) {
-	wantCode(t, &source.VerificationError{Code: source.VerifyDigestMismatch}, CodeSourceVerification)
+	wantCode(t, &source.VerificationError{Code: source.VerifyDigestMismatch}, codes.SourceVerification)
 }
 
 func TestRefusal_INTERNAL(t *testing.T) {
-	wantCode(t, errors.New("something else"), CodeInternal)
-	if CodeOf(nil) != "" {
+	wantCode(t, errors.New("something else"), codes.Internal)
+	if codes.Of(nil) != "" {
 		t.Fatal("nil error has a code")
 	}
 }

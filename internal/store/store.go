@@ -24,6 +24,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -117,3 +118,10 @@ func WriteLock(ctx context.Context, tx pgx.Tx, scope string) error {
 	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('projection:' || $1::text, 0))`, scope)
 	return dbErr("store: projection write lock", err)
 }
+
+// refuse and dbErr are the store's spellings of codes.Newf and codes.Database.
+func refuse(c codes.Code, format string, args ...any) *codes.Refusal {
+	return codes.Newf(c, format, args...)
+}
+
+func dbErr(what string, err error) error { return codes.Database(what, err) }

@@ -27,7 +27,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
-	"github.com/projection-recovery/projection-recovery/internal/engine"
+	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )

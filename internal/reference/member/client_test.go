@@ -14,13 +14,14 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package source
+package member
 
 import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/projection-recovery/projection-recovery/internal/source"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -31,7 +32,7 @@ import (
 )
 
 // tamper serves the real member's page after rewriting it with edit.
-func tamper(t *testing.T, edit func(p map[string]any)) *Client {
+func tamper(t *testing.T, edit func(p map[string]any)) *source.Client {
 	t.Helper()
 	l := buildLog(t, 30, 0)
 	real := NewHandler(l, HandlerOptions{})
@@ -48,7 +49,7 @@ func tamper(t *testing.T, edit func(p map[string]any)) *Client {
 		json.NewEncoder(w).Encode(p)
 	}))
 	t.Cleanup(srv.Close)
-	c, err := NewClient(ClientConfig{BaseURL: srv.URL})
+	c, err := source.NewClient(source.ClientConfig{BaseURL: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +57,11 @@ func tamper(t *testing.T, edit func(p map[string]any)) *Client {
 }
 
 func verificationCode(err error) string {
-	var ve *VerificationError
+	var ve *source.VerificationError
 	if errors.As(err, &ve) {
 		return ve.Code
 	}
-	return "not a VerificationError: " + errString(err)
+	return "not a source.VerificationError: " + errString(err)
 }
 
 func errString(err error) string {
@@ -81,15 +82,15 @@ func TestClient_VerificationFailures(t *testing.T) {
 		name, code string
 		edit       func(p map[string]any)
 	}{
-		{"protocol", VerifyProtocolMismatch, func(p map[string]any) { p["protocolVersion"] = 2 }},
-		{"descriptor", VerifyDescriptorMismatch, func(p map[string]any) { p["descriptorHash"] = strings.Repeat("a", 64) }},
-		{"descriptor shape", VerifyMalformedPage, func(p map[string]any) { p["descriptorHash"] = "xyz" }},
-		{"afterSeq echo", VerifyAfterSeqMismatch, func(p map[string]any) { p["afterSeq"] = 1 }},
-		{"through beyond boundary", VerifyOrdering, func(p map[string]any) { p["throughSeq"] = 31 }},
-		{"digestAfter", VerifyDigestMismatch, func(p map[string]any) { p["digestAfter"] = strings.Repeat("b", 64) }},
-		{"digestThrough", VerifyDigestMismatch, func(p map[string]any) { p["digestThrough"] = strings.Repeat("c", 64) }},
-		{"dropped event", VerifyDigestMismatch, func(p map[string]any) { p["events"] = events(p)[1:] }},
-		{"reordered", VerifyDigestMismatch, func(p map[string]any) {
+		{"protocol", source.VerifyProtocolMismatch, func(p map[string]any) { p["protocolVersion"] = 2 }},
+		{"descriptor", source.VerifyDescriptorMismatch, func(p map[string]any) { p["descriptorHash"] = strings.Repeat("a", 64) }},
+		{"descriptor shape", source.VerifyMalformedPage, func(p map[string]any) { p["descriptorHash"] = "xyz" }},
+		{"afterSeq echo", source.VerifyAfterSeqMismatch, func(p map[string]any) { p["afterSeq"] = 1 }},
+		{"through beyond boundary", source.VerifyOrdering, func(p map[string]any) { p["throughSeq"] = 31 }},
+		{"digestAfter", source.VerifyDigestMismatch, func(p map[string]any) { p["digestAfter"] = strings.Repeat("b", 64) }},
+		{"digestThrough", source.VerifyDigestMismatch, func(p map[string]any) { p["digestThrough"] = strings.Repeat("c", 64) }},
+		{"dropped event", source.VerifyDigestMismatch, func(p map[string]any) { p["events"] = events(p)[1:] }},
+		{"reordered", source.VerifyDigestMismatch, func(p map[string]any) {
 			e := events(p) // swap two events of one command: ordering holds, the chain does not
 			for i := 0; i+1 < len(e); i++ {
 				if e[i].(map[string]any)["seq"] == e[i+1].(map[string]any)["seq"] {
@@ -99,23 +100,23 @@ func TestClient_VerificationFailures(t *testing.T) {
 			}
 			panic("no command with two events in the page")
 		}},
-		{"seq decreasing", VerifyOrdering, func(p map[string]any) {
+		{"seq decreasing", source.VerifyOrdering, func(p map[string]any) {
 			e := events(p)
 			e[0], e[len(e)-1] = e[len(e)-1], e[0]
 		}},
-		{"seq outside page", VerifyOrdering, func(p map[string]any) { events(p)[0].(map[string]any)["seq"] = 0 }},
-		{"wire seq mismatch", VerifyOrdering, func(p map[string]any) {
+		{"seq outside page", source.VerifyOrdering, func(p map[string]any) { events(p)[0].(map[string]any)["seq"] = 0 }},
+		{"wire seq mismatch", source.VerifyOrdering, func(p map[string]any) {
 			setWire(p, 0, `{"type":"opening","seq":2,"account":"acct-1","instrument":"BTC-USD","quantity":"1","avgCost":"1"}`)
 		}},
-		{"wire not protocol v1", VerifyMalformedPage, func(p map[string]any) { setWire(p, 0, `{"type":"opening","seq":1}`) }},
-		{"wire float amount", VerifyMalformedPage, func(p map[string]any) {
+		{"wire not protocol v1", source.VerifyMalformedPage, func(p map[string]any) { setWire(p, 0, `{"type":"opening","seq":1}`) }},
+		{"wire float amount", source.VerifyMalformedPage, func(p map[string]any) {
 			setWire(p, 0, `{"type":"opening","seq":1,"account":"acct-1","instrument":"BTC-USD","quantity":1,"avgCost":"1"}`)
 		}},
-		{"wire not base64", VerifyMalformedPage, func(p map[string]any) { events(p)[0].(map[string]any)["wire"] = "!!" }},
-		{"missing boundary", VerifyMalformedPage, func(p map[string]any) { delete(p, "boundarySeq") }},
-		{"float seq", VerifyMalformedPage, func(p map[string]any) { p["throughSeq"] = 1.5 }},
-		{"idle lie", VerifyMalformedPage, func(p map[string]any) { p["idle"] = true }},
-		{"not advancing", VerifyMalformedPage, func(p map[string]any) { p["throughSeq"] = 0; p["events"] = []any{} }},
+		{"wire not base64", source.VerifyMalformedPage, func(p map[string]any) { events(p)[0].(map[string]any)["wire"] = "!!" }},
+		{"missing boundary", source.VerifyMalformedPage, func(p map[string]any) { delete(p, "boundarySeq") }},
+		{"float seq", source.VerifyMalformedPage, func(p map[string]any) { p["throughSeq"] = 1.5 }},
+		{"idle lie", source.VerifyMalformedPage, func(p map[string]any) { p["idle"] = true }},
+		{"not advancing", source.VerifyMalformedPage, func(p map[string]any) { p["throughSeq"] = 0; p["events"] = []any{} }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,7 +125,7 @@ func TestClient_VerificationFailures(t *testing.T) {
 			if got := verificationCode(err); got != c.code {
 				t.Fatalf("want %s, got %s", c.code, got)
 			}
-			if IsTransient(err) {
+			if source.IsTransient(err) {
 				t.Fatal("verification failures are not transient")
 			}
 		})
@@ -138,9 +139,9 @@ func TestClient_VerificationFailures(t *testing.T) {
 func TestClient_BodyTooLarge(t *testing.T) {
 	l := buildLog(t, 200, 0)
 	f := serve(t, l, HandlerOptions{})
-	c, _ := NewClient(ClientConfig{BaseURL: f.srv.URL, MaxBodyBytes: 2048})
+	c, _ := source.NewClient(source.ClientConfig{BaseURL: f.srv.URL, MaxBodyBytes: 2048})
 	_, err := c.Fetch(context.Background(), 0, chain.Genesis, desc.Hash(), 1000)
-	if got := verificationCode(err); got != VerifyBodyTooLarge {
+	if got := verificationCode(err); got != source.VerifyBodyTooLarge {
 		t.Fatalf("got %s", got)
 	}
 }
@@ -150,16 +151,16 @@ func TestClient_UnavailableIsTransient(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "boom", http.StatusBadGateway)
 	}))
-	c, _ := NewClient(ClientConfig{BaseURL: srv.URL})
+	c, _ := source.NewClient(source.ClientConfig{BaseURL: srv.URL})
 	_, err := c.Fetch(context.Background(), 0, chain.Genesis, "", 5)
-	var ue *UnavailableError
-	if !errors.As(err, &ue) || ue.Status != 502 || !IsTransient(err) {
+	var ue *source.UnavailableError
+	if !errors.As(err, &ue) || ue.Status != 502 || !source.IsTransient(err) {
 		t.Fatalf("5xx: %v", err)
 	}
 	srv.Close()
 	// connection refused
 	_, err = c.Fetch(context.Background(), 0, chain.Genesis, "", 5)
-	if !errors.As(err, &ue) || !IsTransient(err) {
+	if !errors.As(err, &ue) || !source.IsTransient(err) {
 		t.Fatalf("closed: %v", err)
 	}
 	// timeout
@@ -167,33 +168,33 @@ func TestClient_UnavailableIsTransient(t *testing.T) {
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
 	defer slow.Close()
 	defer close(block)
-	c2, _ := NewClient(ClientConfig{BaseURL: slow.URL, Timeout: 50 * time.Millisecond})
+	c2, _ := source.NewClient(source.ClientConfig{BaseURL: slow.URL, Timeout: 50 * time.Millisecond})
 	start := time.Now()
 	_, err = c2.Fetch(context.Background(), 0, chain.Genesis, "", 5)
-	if !errors.As(err, &ue) || !IsTransient(err) || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+	if !errors.As(err, &ue) || !source.IsTransient(err) || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
 		t.Fatalf("timeout: %v", err)
 	}
 }
 
 func TestClient_ArgumentChecks(t *testing.T) {
-	c, _ := NewClient(ClientConfig{BaseURL: "http://127.0.0.1:1"})
+	c, _ := source.NewClient(source.ClientConfig{BaseURL: "http://127.0.0.1:1"})
 	for _, f := range []func() error{
 		func() error { _, err := c.Fetch(context.Background(), -1, chain.Genesis, "", 5); return err },
 		func() error { _, err := c.Fetch(context.Background(), 0, "abc", "", 5); return err },
 		func() error { _, err := c.Fetch(context.Background(), 0, strings.Repeat("1", 64), "", 5); return err },
 		func() error { _, err := c.Fetch(context.Background(), 0, chain.Genesis, "", 0); return err },
 		func() error {
-			_, err := c.Fetch(context.Background(), 0, chain.Genesis, "", MaxPageEvents+1)
+			_, err := c.Fetch(context.Background(), 0, chain.Genesis, "", source.MaxPageEvents+1)
 			return err
 		},
 	} {
 		err := f()
-		var ue *UnavailableError
-		if err == nil || errors.As(err, &ue) || IsTransient(err) {
+		var ue *source.UnavailableError
+		if err == nil || errors.As(err, &ue) || source.IsTransient(err) {
 			t.Errorf("bad argument: %v", err)
 		}
 	}
-	if _, err := NewClient(ClientConfig{BaseURL: "ftp://x"}); err == nil {
+	if _, err := source.NewClient(source.ClientConfig{BaseURL: "ftp://x"}); err == nil {
 		t.Error("ftp base URL accepted")
 	}
 }

@@ -14,16 +14,17 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package source
+package member
 
 import (
 	"context"
 	"errors"
+	"github.com/projection-recovery/projection-recovery/internal/source"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
-	"github.com/projection-recovery/projection-recovery/internal/engine"
+	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 )
 
 var desc = engine.TestDescriptor("scope-a")
@@ -41,7 +42,7 @@ type fixture struct {
 	log    *engine.Log
 	h      *Handler
 	srv    *httptest.Server
-	client *Client
+	client *source.Client
 }
 
 func serve(t testing.TB, l Log, opts HandlerOptions) *fixture {
@@ -49,7 +50,7 @@ func serve(t testing.TB, l Log, opts HandlerOptions) *fixture {
 	h := NewHandler(l, opts)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	c, err := NewClient(ClientConfig{BaseURL: srv.URL, Token: opts.Token})
+	c, err := source.NewClient(source.ClientConfig{BaseURL: srv.URL, Token: opts.Token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,9 +63,9 @@ func serve(t testing.TB, l Log, opts HandlerOptions) *fixture {
 
 // catchUp pages from (afterSeq, digest) until idle or until throughSeq reaches
 // the boundary observed on the first page, returning every page.
-func catchUp(t testing.TB, c *Client, afterSeq int64, digest string, m int) []*Page {
+func catchUp(t testing.TB, c *source.Client, afterSeq int64, digest string, m int) []*source.Page {
 	t.Helper()
-	var pages []*Page
+	var pages []*source.Page
 	for i := 0; ; i++ {
 		p, err := c.Fetch(context.Background(), afterSeq, digest, desc.Hash(), m)
 		if err != nil {
@@ -83,9 +84,9 @@ func catchUp(t testing.TB, c *Client, afterSeq int64, digest string, m int) []*P
 
 func refusalCode(t testing.TB, err error) string {
 	t.Helper()
-	var re *RefusalError
+	var re *source.RefusalError
 	if !errors.As(err, &re) {
-		t.Fatalf("want *RefusalError, got %T %v", err, err)
+		t.Fatalf("want *source.RefusalError, got %T %v", err, err)
 	}
 	return re.Code
 }
@@ -112,11 +113,11 @@ func maxCommandEvents(r *engine.Replayer) int {
 	return m
 }
 
-func serveHandler(t testing.TB, h *Handler) *Client {
+func serveHandler(t testing.TB, h *Handler) *source.Client {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	c, err := NewClient(ClientConfig{BaseURL: srv.URL})
+	c, err := source.NewClient(source.ClientConfig{BaseURL: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,14 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package source
+package member
 
 import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/projection-recovery/projection-recovery/internal/source"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -28,7 +29,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/projection-recovery/projection-recovery/internal/engine"
+	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
@@ -93,11 +94,11 @@ func (h *Handler) Stats() Stats {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.opts.Token != "" && !h.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="projection-recovery"`)
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token", 0)
+		writeError(w, http.StatusUnauthorized, source.CodeUnauthorized, "missing or wrong bearer token", 0)
 		return
 	}
 	switch r.URL.Path {
-	case CatchupPath, DescriptorPath:
+	case source.CatchupPath, source.DescriptorPath:
 	default:
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such endpoint: "+r.URL.Path, 0)
 		return
@@ -107,7 +108,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "only GET", 0)
 		return
 	}
-	if r.URL.Path == DescriptorPath {
+	if r.URL.Path == source.DescriptorPath {
 		writeJSON(w, http.StatusOK, struct {
 			DescriptorHash  string `json:"descriptorHash"`
 			ProtocolVersion int    `json:"protocolVersion"`
@@ -155,7 +156,7 @@ func parseParams(raw string) (afterSeq int64, maxEvents int, err error) {
 	if afterSeq, err = get("afterSeq", 1<<62); err != nil {
 		return 0, 0, err
 	}
-	m, err := get("maxEvents", MaxPageEvents)
+	m, err := get("maxEvents", source.MaxPageEvents)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -168,7 +169,7 @@ func parseParams(raw string) (afterSeq int64, maxEvents int, err error) {
 func (h *Handler) catchup(w http.ResponseWriter, r *http.Request) {
 	a, m, err := parseParams(r.URL.RawQuery)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error(), 0)
+		writeError(w, http.StatusBadRequest, source.CodeBadRequest, err.Error(), 0)
 		return
 	}
 	// FR-APR01: B is captured once, before any replay; commands committed
@@ -176,22 +177,22 @@ func (h *Handler) catchup(w http.ResponseWriter, r *http.Request) {
 	b := h.log.Committed()
 	if a > b {
 		// FR-APR04: the consumer is ahead of what this member has committed.
-		writeError(w, http.StatusConflict, CodeAfterSeqBeyondBoundary,
+		writeError(w, http.StatusConflict, source.CodeAfterSeqBeyondBoundary,
 			fmt.Sprintf("afterSeq %d is beyond the committed boundary %d", a, b), b)
 		return
 	}
 	if a == b {
 		// FR-APR04: idle, answered without any replay. No digests: computing
 		// them would need the replay this clause exists to avoid.
-		writeJSON(w, http.StatusOK, &Page{ProtocolVersion: wire.ProtocolVersion, DescriptorHash: h.hash,
-			BoundarySeq: b, AfterSeq: a, ThroughSeq: a, Idle: true, Events: []Event{}})
+		writeJSON(w, http.StatusOK, &source.Page{ProtocolVersion: wire.ProtocolVersion, DescriptorHash: h.hash,
+			BoundarySeq: b, AfterSeq: a, ThroughSeq: a, Idle: true, Events: []source.Event{}})
 		return
 	}
 	page, refusal, err := h.buildPage(a, m, b)
 	switch {
 	case err != nil:
 		h.logger.Error("replay failed", "afterSeq", a, "boundarySeq", b, "err", err)
-		writeError(w, http.StatusInternalServerError, CodeReplayFailed, err.Error(), b)
+		writeError(w, http.StatusInternalServerError, source.CodeReplayFailed, err.Error(), b)
 	case refusal != nil:
 		h.logger.Info("catch-up refused", "code", refusal.Code, "afterSeq", a, "boundarySeq", b, "message", refusal.Message)
 		writeError(w, http.StatusConflict, refusal.Code, refusal.Message, b)
@@ -203,14 +204,14 @@ func (h *Handler) catchup(w http.ResponseWriter, r *http.Request) {
 // buildPage replays through b and cuts the page (a, T]. It holds the replay
 // lock until the page is copied out, so a concurrent resume cannot move the
 // slices under it.
-func (h *Handler) buildPage(a int64, m int, b int64) (*Page, *RefusalBody, error) {
+func (h *Handler) buildPage(a int64, m int, b int64) (*source.Page, *source.RefusalBody, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r, err := h.replayTo(b)
 	if err != nil {
 		var re *engine.ReplayError
 		if errors.As(err, &re) {
-			return nil, &RefusalBody{Code: re.Code, Message: re.Detail, BoundarySeq: b}, nil
+			return nil, &source.RefusalBody{Code: re.Code, Message: re.Detail, BoundarySeq: b}, nil
 		}
 		return nil, nil, err
 	}
@@ -219,16 +220,16 @@ func (h *Handler) buildPage(a int64, m int, b int64) (*Page, *RefusalBody, error
 	t := r.MaxThrough(a, m)
 	if t == a {
 		n := len(r.Events(a, a+1))
-		return nil, &RefusalBody{Code: CodeCommandExceedsPage, BoundarySeq: b,
+		return nil, &source.RefusalBody{Code: source.CodeCommandExceedsPage, BoundarySeq: b,
 			Message: fmt.Sprintf("command %d has %d events, more than maxEvents %d; pages hold whole commands only", a+1, n, m)}, nil
 	}
 	evs := r.Events(a, t)
-	out := make([]Event, len(evs))
+	out := make([]source.Event, len(evs))
 	for i, e := range evs {
-		out[i] = Event{Seq: e.Seq, Wire: e.Wire}
+		out[i] = source.Event{Seq: e.Seq, Wire: e.Wire}
 	}
 	// FR-APR03: the page carries the chain digest through afterSeq and through throughSeq.
-	return &Page{ProtocolVersion: wire.ProtocolVersion, DescriptorHash: h.hash, BoundarySeq: b, AfterSeq: a, ThroughSeq: t,
+	return &source.Page{ProtocolVersion: wire.ProtocolVersion, DescriptorHash: h.hash, BoundarySeq: b, AfterSeq: a, ThroughSeq: t,
 		DigestAfter: r.Digest(a), DigestThrough: r.Digest(t), Events: out}, nil, nil
 }
 
@@ -286,5 +287,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string, b int64) {
-	writeJSON(w, status, RefusalBody{Code: code, Message: msg, BoundarySeq: b})
+	writeJSON(w, status, source.RefusalBody{Code: code, Message: msg, BoundarySeq: b})
 }

@@ -24,8 +24,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/projection-recovery/projection-recovery/internal/live"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 	"github.com/projection-recovery/projection-recovery/internal/wire"

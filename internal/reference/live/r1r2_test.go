@@ -18,6 +18,7 @@ package live_test
 
 import (
 	"encoding/json"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"reflect"
 	"testing"
 	"time"
@@ -177,7 +178,7 @@ func TestR2_RollbackPublishesNothing(t *testing.T) {
 	sub, _ := nc.SubscribeSync(pub.Subject("s"))
 	feed(t, e, t3, t1, Trade(2, 9, "orphan", "ACME", "1", "1", "X", "Y"))
 	_, err := e.s.ApplyPage(ctxb, e.l, e.run, ledger3(t).Page(0, 100))
-	if store.CodeOf(err) != store.CodeOrphanTrade {
+	if codes.Of(err) != codes.OrphanTrade {
 		t.Fatalf("want ORPHAN_TRADE, got %v", err)
 	}
 	if n, err := pub.Flush(ctxb); n != 0 || err != nil {

@@ -14,16 +14,17 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package source
+package member
 
 import (
 	"bytes"
 	"fmt"
+	"github.com/projection-recovery/projection-recovery/internal/source"
 	"io"
 	"net/http"
 	"testing"
 
-	"github.com/projection-recovery/projection-recovery/internal/engine"
+	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 )
 
 func rawGet(t *testing.T, url string) (int, []byte) {
@@ -52,7 +53,7 @@ func TestCache_EveryPageByteIdenticalToFreshReplay(t *testing.T) {
 	pages := 0
 	for round := 0; round < 4; round++ {
 		for a := int64(0); a <= l.Committed(); a += 7 {
-			q := fmt.Sprintf("%s?afterSeq=%d&maxEvents=%d", CatchupPath, a, m)
+			q := fmt.Sprintf("%s?afterSeq=%d&maxEvents=%d", source.CatchupPath, a, m)
 			s1, b1 := rawGet(t, cached.srv.URL+q)
 			s2, b2 := rawGet(t, fresh.srv.URL+q)
 			if s1 != s2 || !bytes.Equal(b1, b2) {

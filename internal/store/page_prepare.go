@@ -17,6 +17,7 @@ limitations under the License.
 package store
 
 import (
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"runtime"
 	"strconv"
 	"sync"
@@ -65,27 +66,27 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 		return nil, err
 	}
 	if page == nil {
-		return nil, refuse(CodeOrderingViolation, "nil page")
+		return nil, refuse(codes.OrderingViolation, "nil page")
 	}
 	switch {
 	case page.ProtocolVersion != wire.ProtocolVersion:
-		return nil, refuse(CodeProtocolMismatch, "page protocol %d, consumer speaks %d", page.ProtocolVersion, wire.ProtocolVersion)
+		return nil, refuse(codes.ProtocolMismatch, "page protocol %d, consumer speaks %d", page.ProtocolVersion, wire.ProtocolVersion)
 	case page.ProtocolVersion != run.ProtocolVersion:
-		return nil, refuse(CodeProtocolMismatch, "page protocol %d, run %d", page.ProtocolVersion, run.ProtocolVersion)
+		return nil, refuse(codes.ProtocolMismatch, "page protocol %d, run %d", page.ProtocolVersion, run.ProtocolVersion)
 	case page.DescriptorHash != run.DescriptorHash:
-		return nil, refuse(CodeDescriptorMismatch, "page descriptor %s, run %s", page.DescriptorHash, run.DescriptorHash)
+		return nil, refuse(codes.DescriptorMismatch, "page descriptor %s, run %s", page.DescriptorHash, run.DescriptorHash)
 	case !chain.Valid(page.DigestAfter) || !chain.Valid(page.DigestThrough):
-		return nil, refuse(CodeChainMismatch, "page digests are not 64 lowercase hex")
+		return nil, refuse(codes.ChainMismatch, "page digests are not 64 lowercase hex")
 	case page.AfterSeq < 0 || page.AfterSeq > page.ThroughSeq || page.ThroughSeq > page.BoundarySeq:
-		return nil, refuse(CodeOrderingViolation, "need 0 <= afterSeq %d <= throughSeq %d <= boundarySeq %d", page.AfterSeq, page.ThroughSeq, page.BoundarySeq)
+		return nil, refuse(codes.OrderingViolation, "need 0 <= afterSeq %d <= throughSeq %d <= boundarySeq %d", page.AfterSeq, page.ThroughSeq, page.BoundarySeq)
 	case page.Idle && (len(page.Events) > 0 || page.ThroughSeq != page.AfterSeq || page.AfterSeq != page.BoundarySeq):
-		return nil, refuse(CodeOrderingViolation, "idle page must be empty with afterSeq == throughSeq == boundarySeq")
+		return nil, refuse(codes.OrderingViolation, "idle page must be empty with afterSeq == throughSeq == boundarySeq")
 	}
 	if c := run.RecoveryCheckpointDescriptorHash; c != "" && c != page.DescriptorHash {
-		return nil, refuse(CodeExplicitCheckpointMismatch, "explicit-recovery checkpoint descriptor %s, page %s", c, page.DescriptorHash)
+		return nil, refuse(codes.ExplicitCheckpointMismatch, "explicit-recovery checkpoint descriptor %s, page %s", c, page.DescriptorHash)
 	}
 	if v := run.RecoveryCheckpointProtocolVersion; v != 0 && v != page.ProtocolVersion {
-		return nil, refuse(CodeExplicitCheckpointMismatch, "explicit-recovery checkpoint protocol %d, page %d", v, page.ProtocolVersion)
+		return nil, refuse(codes.ExplicitCheckpointMismatch, "explicit-recovery checkpoint protocol %d, page %d", v, page.ProtocolVersion)
 	}
 
 	p := &prepared{page: page, after: page.AfterSeq, through: page.ThroughSeq,
@@ -94,7 +95,7 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 		// FR-APR09: a DRAINING scope is caught up only to its frozen sequence.
 		f := *run.FrozenSeq
 		if page.AfterSeq > f {
-			return nil, refuse(CodeBeyondFrozen, "afterSeq %d is past frozen seq %d", page.AfterSeq, f)
+			return nil, refuse(codes.BeyondFrozen, "afterSeq %d is past frozen seq %d", page.AfterSeq, f)
 		}
 		if f < p.through {
 			p.through = f
@@ -116,7 +117,7 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 	}
 	for i, ev := range page.Events {
 		if ev.Seq <= page.AfterSeq || ev.Seq > page.ThroughSeq || ev.Seq < last {
-			return nil, refuse(CodeOrderingViolation, "event %d has seq %d outside (%d, %d] or before %d", i, ev.Seq, page.AfterSeq, page.ThroughSeq, last)
+			return nil, refuse(codes.OrderingViolation, "event %d has seq %d outside (%d, %d] or before %d", i, ev.Seq, page.AfterSeq, page.ThroughSeq, last)
 		}
 		last = ev.Seq
 		d = chain.Next(d, ev.Wire)
@@ -135,13 +136,13 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 	for i, e := range decoded {
 		ev := page.Events[i]
 		if e.Seq() != ev.Seq {
-			return nil, refuse(CodeOrderingViolation, "event %d: page seq %d, wire seq %d", i, ev.Seq, e.Seq())
+			return nil, refuse(codes.OrderingViolation, "event %d: page seq %d, wire seq %d", i, ev.Seq, e.Seq())
 		}
 		switch {
 		case e.Trade != nil:
 			t := e.Trade
 			if p.tradeBy[t.TradeID] != nil {
-				return nil, refuse(CodeOrderingViolation, "trade %s appears twice in the page", t.TradeID)
+				return nil, refuse(codes.OrderingViolation, "trade %s appears twice in the page", t.TradeID)
 			}
 			p.tradeBy[t.TradeID] = t
 			p.trades = append(p.trades, []any{t.TradeID, t.TradeSeq, t.Seq, t.Instrument, num(t.Price), num(t.Quantity),
@@ -155,23 +156,23 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 			o := e.Order
 			ok := orderKey{o.OrderID, o.Version}
 			if p.orderBy[ok] != nil {
-				return nil, refuse(CodeOrderingViolation, "order %s version %d appears twice in the page", o.OrderID, o.Version)
+				return nil, refuse(codes.OrderingViolation, "order %s version %d appears twice in the page", o.OrderID, o.Version)
 			}
 			p.orderBy[ok] = o
 			p.orders = append(p.orders, o)
 		case e.Opening != nil:
 			k := key{e.Opening.Account, e.Opening.Instrument}
 			if p.openings[k] != nil {
-				return nil, refuse(CodeOpeningConflict, "two openings for %s/%s in the page", k.account, k.instrument)
+				return nil, refuse(codes.OpeningConflict, "two openings for %s/%s in the page", k.account, k.instrument)
 			}
 			p.openings[k] = e.Opening
 			addKey(k)
 		default:
-			return nil, refuse(CodeMalformedEvent, "event at seq %d has no payload", ev.Seq)
+			return nil, refuse(codes.MalformedEvent, "event at seq %d has no payload", ev.Seq)
 		}
 	}
 	if d != page.DigestThrough {
-		return nil, refuse(CodeChainMismatch, "events hash to %s, page claims digestThrough %s", d, page.DigestThrough)
+		return nil, refuse(codes.ChainMismatch, "events hash to %s, page claims digestThrough %s", d, page.DigestThrough)
 	}
 	p.digest = digestAt
 	// FR-APR07: the explicit-recovery checkpoint is only an identity
@@ -179,7 +180,7 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 	if ck := run.RecoveryCheckpointSeq; ck != nil && run.RecoveryCheckpointDigest != "" &&
 		*ck >= page.AfterSeq && *ck <= page.ThroughSeq {
 		if ckptDigest != run.RecoveryCheckpointDigest {
-			return nil, refuse(CodeExplicitCheckpointMismatch, "chain at explicit-recovery checkpoint seq %d is %s, run records %s", *ck, ckptDigest, run.RecoveryCheckpointDigest)
+			return nil, refuse(codes.ExplicitCheckpointMismatch, "chain at explicit-recovery checkpoint seq %d is %s, run records %s", *ck, ckptDigest, run.RecoveryCheckpointDigest)
 		}
 	}
 	return p, nil
@@ -228,7 +229,7 @@ func decodeAll(evs []source.Event) ([]wire.Event, error) {
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			return nil, &Refusal{Code: CodeMalformedEvent, Detail: "event at seq " + strconv.FormatInt(evs[i].Seq, 10), Err: err}
+			return nil, &codes.Refusal{Code: codes.MalformedEvent, Detail: "event at seq " + strconv.FormatInt(evs[i].Seq, 10), Err: err}
 		}
 	}
 	return out, nil

@@ -14,17 +14,18 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package source
+package member
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/projection-recovery/projection-recovery/internal/source"
 	"regexp"
 	"sync"
 	"testing"
 
-	"github.com/projection-recovery/projection-recovery/internal/engine"
+	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 )
 
 // The 200 body has the pinned key order and types; 409 bodies are exactly
@@ -33,18 +34,18 @@ func TestContract_PinnedJSONShapes(t *testing.T) {
 	l := buildLog(t, 20, 0)
 	f := serve(t, l, HandlerOptions{})
 	m := maxCommandEvents(fullReplay(t, l))
-	s, b := rawGet(t, f.srv.URL+fmt.Sprintf("%s?afterSeq=0&maxEvents=%d", CatchupPath, m))
+	s, b := rawGet(t, f.srv.URL+fmt.Sprintf("%s?afterSeq=0&maxEvents=%d", source.CatchupPath, m))
 	page := regexp.MustCompile(`^\{"protocolVersion":1,"descriptorHash":"[0-9a-f]{64}","boundarySeq":20,"afterSeq":0,"throughSeq":[0-9]+,` +
 		`"digestAfter":"0{64}","digestThrough":"[0-9a-f]{64}","idle":false,"events":\[\{"seq":1,"wire":"[A-Za-z0-9+/=]+"\}`)
 	if s != 200 || !page.Match(b) {
 		t.Fatalf("page shape: %d %.300s", s, b)
 	}
-	s, b = rawGet(t, f.srv.URL+CatchupPath+"?afterSeq=20&maxEvents=5")
+	s, b = rawGet(t, f.srv.URL+source.CatchupPath+"?afterSeq=20&maxEvents=5")
 	idle := regexp.MustCompile(`^\{"protocolVersion":1,"descriptorHash":"[0-9a-f]{64}","boundarySeq":20,"afterSeq":20,"throughSeq":20,"digestAfter":"","digestThrough":"","idle":true,"events":\[\]\}$`)
 	if s != 200 || !idle.Match(b) {
 		t.Fatalf("idle shape: %d %s", s, b)
 	}
-	s, b = rawGet(t, f.srv.URL+CatchupPath+"?afterSeq=21&maxEvents=5")
+	s, b = rawGet(t, f.srv.URL+source.CatchupPath+"?afterSeq=21&maxEvents=5")
 	var keys map[string]json.RawMessage
 	json.Unmarshal(b, &keys)
 	if s != 409 || len(keys) != 3 || string(keys["code"]) != `"AFTER_SEQ_BEYOND_BOUNDARY"` || string(keys["boundarySeq"]) != "20" || len(keys["message"]) < 3 {
@@ -61,7 +62,7 @@ func TestFRAPR01_AppliedMeansCommitted(t *testing.T) {
 		l.Append(w.Next())
 	}
 	f := serve(t, l, HandlerOptions{})
-	pages := catchUp(t, f.client, 0, genesis, MaxPageEvents)
+	pages := catchUp(t, f.client, 0, genesis, source.MaxPageEvents)
 	last := pages[len(pages)-1]
 	if last.BoundarySeq != 50 || last.ThroughSeq != 50 || f.h.Stats().CommandsReplayed != 50 {
 		t.Fatalf("boundary %d through %d replayed %d with 59 appended, 50 committed", last.BoundarySeq, last.ThroughSeq, f.h.Stats().CommandsReplayed)
@@ -78,7 +79,7 @@ func TestFRAPR03_DescriptorHashIdentifiesSource(t *testing.T) {
 		t.Fatalf("descriptor %s want %s (%v)", p.DescriptorHash, desc.Hash(), err)
 	}
 	other := engine.TestDescriptor("scope-b").Hash()
-	if _, err := f.client.Fetch(context.Background(), 0, genesis, other, 100); verificationCode(err) != VerifyDescriptorMismatch {
+	if _, err := f.client.Fetch(context.Background(), 0, genesis, other, 100); verificationCode(err) != source.VerifyDescriptorMismatch {
 		t.Fatalf("other descriptor: %v", err)
 	}
 }

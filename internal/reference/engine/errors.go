@@ -16,7 +16,11 @@ limitations under the License.
 
 package engine
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/projection-recovery/projection-recovery/internal/source"
+)
 
 // Replay refusal codes (FR-APR03: replay is strict from genesis across all
 // recording terms; each of these refuses instead of serving a page built on a
@@ -25,14 +29,14 @@ const (
 	// CodeMissingGenesis: the oldest retained segment does not start at seq 1
 	// (the archive was trimmed from the front, or the log is not from genesis).
 	// Without genesis the chain digest cannot be recomputed from d0.
-	CodeMissingGenesis = "MISSING_GENESIS"
+	CodeMissingGenesis = source.CodeMissingGenesis
 	// CodeDiscontinuity: a gap or overlap between recording terms or inside a
 	// segment. Serving across it would skip or repeat commands.
-	CodeDiscontinuity = "DISCONTINUITY"
+	CodeDiscontinuity = source.CodeDiscontinuity
 	// CodeArchiveBehindBoundary: the retained commands end before the
 	// committed boundary B (tail trimmed or lost); outputs up to B cannot be
 	// reproduced.
-	CodeArchiveBehindBoundary = "ARCHIVE_BEHIND_BOUNDARY"
+	CodeArchiveBehindBoundary = source.CodeArchiveBehindBoundary
 )
 
 // ReplayError is a typed replay refusal; Code is one of the Code* constants.

@@ -14,12 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package source
+package member
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/projection-recovery/projection-recovery/internal/source"
 	"io"
 	"net/http"
 	"os"
@@ -32,7 +33,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
-	"github.com/projection-recovery/projection-recovery/internal/engine"
+	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
@@ -62,7 +63,7 @@ func TestFRAPR01_BoundaryCapturedBeforeReplayLaterOutputsIgnored(t *testing.T) {
 	l := buildLog(t, 100, 0)
 	w, _ := engine.NewWorkload(9, engine.WorkloadConfig{Instruments: desc.Instruments})
 	f := serve(t, &racingLog{Log: l, w: w, extra: 7}, HandlerOptions{})
-	p, err := f.client.Fetch(context.Background(), 0, genesis, desc.Hash(), MaxPageEvents)
+	p, err := f.client.Fetch(context.Background(), 0, genesis, desc.Hash(), source.MaxPageEvents)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestFRAPR01_BoundaryCapturedBeforeReplayLaterOutputsIgnored(t *testing.T) {
 		l.Append(w.Next())
 	}
 	f2 := serve(t, l, HandlerOptions{})
-	p2, err := f2.client.Fetch(context.Background(), p.ThroughSeq, p.DigestThrough, desc.Hash(), MaxPageEvents)
+	p2, err := f2.client.Fetch(context.Background(), p.ThroughSeq, p.DigestThrough, desc.Hash(), source.MaxPageEvents)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,10 +244,10 @@ func TestRefusal_RECOVERY_COMMAND_EXCEEDS_PAGE(t *testing.T) {
 		t.Fatalf("first page: %v through %d", err, p.ThroughSeq)
 	}
 	_, err = f.client.Fetch(context.Background(), 5, p.DigestThrough, desc.Hash(), 15)
-	if code := refusalCode(t, err); code != CodeCommandExceedsPage {
+	if code := refusalCode(t, err); code != source.CodeCommandExceedsPage {
 		t.Fatalf("code %s", code)
 	}
-	if IsTransient(err) {
+	if source.IsTransient(err) {
 		t.Fatal("EXCEEDS_PAGE must not be transient")
 	}
 	p, err = f.client.Fetch(context.Background(), 5, p.DigestThrough, desc.Hash(), 16)
@@ -299,7 +300,7 @@ func TestRefusal_MISSING_GENESIS(t *testing.T) {
 	}
 	trimFirstSegment(t, l)
 	_, err = f.client.Fetch(context.Background(), p.ThroughSeq, p.DigestThrough, desc.Hash(), 10)
-	if code := refusalCode(t, err); code != CodeMissingGenesis {
+	if code := refusalCode(t, err); code != source.CodeMissingGenesis {
 		t.Fatalf("code %s: the cache must not mask a trimmed archive", code)
 	}
 }
@@ -311,7 +312,7 @@ func TestRefusal_DISCONTINUITY(t *testing.T) {
 	os.Remove(m[1])
 	f := serve(t, l, HandlerOptions{})
 	_, err := f.client.Fetch(context.Background(), 0, genesis, desc.Hash(), 10)
-	if code := refusalCode(t, err); code != CodeDiscontinuity {
+	if code := refusalCode(t, err); code != source.CodeDiscontinuity {
 		t.Fatalf("code %s", code)
 	}
 }
@@ -324,8 +325,8 @@ func TestRefusal_ARCHIVE_BEHIND_BOUNDARY(t *testing.T) {
 	os.WriteFile(m[0], bytes.Join(lines[:41], nil), 0o644) // seq 1..40 retained, B = 60
 	f := serve(t, l, HandlerOptions{})
 	_, err := f.client.Fetch(context.Background(), 0, genesis, desc.Hash(), 10)
-	var re *RefusalError
-	if code := refusalCode(t, err); code != CodeArchiveBehindBoundary {
+	var re *source.RefusalError
+	if code := refusalCode(t, err); code != source.CodeArchiveBehindBoundary {
 		t.Fatalf("code %s", code)
 	}
 	if errorsAs(err, &re); re.BoundarySeq != 60 || re.Status != 409 {
@@ -336,7 +337,7 @@ func TestRefusal_ARCHIVE_BEHIND_BOUNDARY(t *testing.T) {
 func TestFRAPR04_IdleWithoutReplay(t *testing.T) {
 	l := buildLog(t, 40, 0)
 	f := serve(t, l, HandlerOptions{DisableCache: true})
-	pages := catchUp(t, f.client, 0, genesis, MaxPageEvents)
+	pages := catchUp(t, f.client, 0, genesis, source.MaxPageEvents)
 	last := pages[len(pages)-2]
 	before := f.h.Stats()
 	for i := 0; i < 3; i++ {
@@ -364,10 +365,10 @@ func TestRefusal_AFTER_SEQ_BEYOND_BOUNDARY(t *testing.T) {
 	l := buildLog(t, 40, 0)
 	f := serve(t, l, HandlerOptions{})
 	_, err := f.client.Fetch(context.Background(), 41, fullReplay(t, l).Digest(40), desc.Hash(), 5)
-	if code := refusalCode(t, err); code != CodeAfterSeqBeyondBoundary {
+	if code := refusalCode(t, err); code != source.CodeAfterSeqBeyondBoundary {
 		t.Fatalf("code %s", code)
 	}
-	if !IsTransient(err) || f.h.Stats().GenesisReplays != 0 {
+	if !source.IsTransient(err) || f.h.Stats().GenesisReplays != 0 {
 		t.Fatal("AFTER_SEQ_BEYOND_BOUNDARY: want transient, no replay")
 	}
 }
@@ -381,21 +382,21 @@ func TestBadRequest_Parameters(t *testing.T) {
 		"afterSeq=1.5&maxEvents=5", "afterSeq=0&afterSeq=1&maxEvents=5", "afterSeq=%zz&maxEvents=5",
 		"afterSeq=+1&maxEvents=5", "afterSeq=99999999999999999999&maxEvents=5", "afterSeq=&maxEvents=5",
 	} {
-		resp, err := http.Get(f.srv.URL + CatchupPath + "?" + q)
+		resp, err := http.Get(f.srv.URL + source.CatchupPath + "?" + q)
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var rb RefusalBody
-		if resp.StatusCode != 400 || json.Unmarshal(body, &rb) != nil || rb.Code != CodeBadRequest || rb.Message == "" {
+		var rb source.RefusalBody
+		if resp.StatusCode != 400 || json.Unmarshal(body, &rb) != nil || rb.Code != source.CodeBadRequest || rb.Message == "" {
 			t.Errorf("%q: %d %s", q, resp.StatusCode, body)
 		}
 	}
 	if f.h.Stats().GenesisReplays != 0 {
 		t.Fatal("a bad request replayed")
 	}
-	resp, _ := http.Post(f.srv.URL+CatchupPath+"?afterSeq=0&maxEvents=5", "text/plain", nil)
+	resp, _ := http.Post(f.srv.URL+source.CatchupPath+"?afterSeq=0&maxEvents=5", "text/plain", nil)
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("POST: %d", resp.StatusCode)
 	}
@@ -407,10 +408,10 @@ func TestAuth_BearerToken(t *testing.T) {
 	if _, err := f.client.Fetch(context.Background(), 0, genesis, desc.Hash(), 5); err != nil {
 		t.Fatal(err)
 	}
-	anon, _ := NewClient(ClientConfig{BaseURL: f.srv.URL, Token: "wrong"})
+	anon, _ := source.NewClient(source.ClientConfig{BaseURL: f.srv.URL, Token: "wrong"})
 	_, err := anon.Fetch(context.Background(), 0, genesis, desc.Hash(), 5)
-	var re *RefusalError
-	if !errorsAs(err, &re) || re.Status != 401 || re.Code != CodeUnauthorized || IsTransient(err) {
+	var re *source.RefusalError
+	if !errorsAs(err, &re) || re.Status != 401 || re.Code != source.CodeUnauthorized || source.IsTransient(err) {
 		t.Fatalf("wrong token: %v", err)
 	}
 }
@@ -418,7 +419,7 @@ func TestAuth_BearerToken(t *testing.T) {
 func TestDescriptorEndpoint(t *testing.T) {
 	l := buildLog(t, 10, 0)
 	f := serve(t, l, HandlerOptions{})
-	resp, err := http.Get(f.srv.URL + DescriptorPath)
+	resp, err := http.Get(f.srv.URL + source.DescriptorPath)
 	if err != nil {
 		t.Fatal(err)
 	}

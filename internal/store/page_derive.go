@@ -19,6 +19,7 @@ package store
 import (
 	"context"
 	"errors"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
@@ -114,7 +115,7 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 		r := &w.rows[i]
 		open := w.p.openings[r.k]
 		if r.exists && !r.openProven && open == nil {
-			return refuse(CodeUnprovenInitialBalance, "key %s has an unproven opening balance %s@%s", r.describe(), r.openQty, r.openAvg)
+			return refuse(codes.UnprovenInitialBalance, "key %s has an unproven opening balance %s@%s", r.describe(), r.openQty, r.openAvg)
 		}
 		start := position.State{Quantity: r.openQty, AvgCost: r.openAvg}
 		if r.basisSeq != nil {
@@ -123,12 +124,12 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 		if open != nil {
 			switch {
 			case r.basisSeq != nil:
-				return refuse(CodeOpeningConflict, "opening of %s at seq %d arrives after verified trades (basis seq %d)", r.describe(), open.Seq, *r.basisSeq)
+				return refuse(codes.OpeningConflict, "opening of %s at seq %d arrives after verified trades (basis seq %d)", r.describe(), open.Seq, *r.basisSeq)
 			case r.openSeq != nil && (*r.openSeq != open.Seq || !r.openQty.Equal(open.Quantity) || !r.openAvg.Equal(open.AvgCost)):
-				return refuse(CodeOpeningConflict, "key %s retains opening %s@%s at seq %d, source %s@%s at seq %d",
+				return refuse(codes.OpeningConflict, "key %s retains opening %s@%s at seq %d, source %s@%s at seq %d",
 					r.describe(), r.openQty, r.openAvg, *r.openSeq, open.Quantity, open.AvgCost, open.Seq)
 			case r.openSeq == nil && !(r.openQty.IsZero() && r.openAvg.IsZero()) && !(r.openQty.Equal(open.Quantity) && r.openAvg.Equal(open.AvgCost)):
-				return refuse(CodeOpeningConflict, "key %s retains opening %s@%s without provenance, source %s@%s at seq %d",
+				return refuse(codes.OpeningConflict, "key %s retains opening %s@%s without provenance, source %s@%s at seq %d",
 					r.describe(), r.openQty, r.openAvg, open.Quantity, open.AvgCost, open.Seq)
 			}
 		}
@@ -138,7 +139,7 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 			expect = expect.Add(f.Quantity)
 		}
 		if (!r.exists && len(retained[r.k]) > 0) || (r.exists && !r.pre.Quantity.Equal(expect)) {
-			return refuse(CodeUnexplainedBalance, "key %s holds %s but its opening and retained trades explain %s", r.describe(), r.pre.Quantity, expect)
+			return refuse(codes.UnexplainedBalance, "key %s holds %s but its opening and retained trades explain %s", r.describe(), r.pre.Quantity, expect)
 		}
 
 		// R1: all retained trades plus the ones the page inserts, in
@@ -195,102 +196,5 @@ SELECT p.account, p.instrument, p.quantity FROM positions p
 	if err != nil {
 		return dbErr("store: phantom balances", err)
 	}
-	return refuse(CodeUnexplainedBalance, "key %s/%s holds %s but no source event or retained trade explains it", acct, instr, qty)
+	return refuse(codes.UnexplainedBalance, "key %s/%s holds %s but no source event or retained trade explains it", acct, instr, qty)
 }
-
-// write persists the page: missing trades, order versions, positions, basis,
-// outbox. Set-based: one statement per table.
-func (w *pageTx) write(ctx context.Context) error {
-	// A plain INSERT of the page trades not yet retained (one primary-key
-	// probe each, fenced by OFFSET 0 like checkTrades so it never becomes a
-	// hash of the whole table) instead of ON CONFLICT DO NOTHING: no
-	// speculative insertion per row. Under the projection write lock no other writer can add one
-	// meanwhile; if one appeared anyway the primary key fails the page and it
-	// rolls back, it never double-writes.
-	ct, err := w.tx.Exec(ctx, `
-INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
-                    buy_account, sell_account, ts, booking_status, written_by)
-SELECT $1, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
-       buy_account, sell_account, ts, 'BOOKED', 'recovery'
-  FROM page_trades p
-  LEFT JOIN LATERAL (SELECT true AS found FROM trades t WHERE t.scope = $1 AND t.trade_id = p.trade_id OFFSET 0) x ON true
- WHERE x.found IS NULL`, w.scope)
-	if err != nil {
-		return dbErr("store: insert missing trades", err)
-	}
-	w.inserted = ct.RowsAffected()
-	// Order versions: exactly the missing ones, found by checkOrders in this
-	// transaction under the projection write lock (no other writer can add
-	// one meanwhile), so a direct COPY is safe; a concurrent insert would
-	// fail the COPY on the primary key and roll the page back, never corrupt it.
-	n, err := w.tx.CopyFrom(ctx, pgx.Identifier{"order_events"}, orderCols, pgx.CopyFromRows(w.missingOrders))
-	if err != nil {
-		return dbErr("store: insert order events", err)
-	}
-	w.orderEvents = n
-	// The current order row only moves forward: a newer version already
-	// written by the live feed is never rewound to the page's older one. The
-	// window's versions are all in order_events now (retained and verified, or
-	// just inserted).
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO orders AS o (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
-SELECT DISTINCT ON (order_id) scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts
-  FROM order_events WHERE scope = $1 AND seq > $2 AND seq <= $3
- ORDER BY order_id, version DESC
-ON CONFLICT (scope, order_id) DO UPDATE SET
-    version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account, instrument = EXCLUDED.instrument,
-    side = EXCLUDED.side, price = EXCLUDED.price, quantity = EXCLUDED.quantity, remaining = EXCLUDED.remaining,
-    status = EXCLUDED.status, ts = EXCLUDED.ts
-WHERE o.version < EXCLUDED.version`, w.scope, w.p.after, w.p.through); err != nil {
-		return dbErr("store: upsert orders", err)
-	}
-
-	pos := make([][]any, len(w.rows))
-	for i, r := range w.rows {
-		pos[i] = []any{r.k.account, r.k.instrument, num(r.final.Quantity), num(r.final.AvgCost), num(r.openQty), num(r.openAvg), r.openProven,
-			r.openSeq, num(r.newBasis.Quantity), num(r.newBasis.AvgCost), r.changed}
-	}
-	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{"page_positions"}, []string{"account", "instrument", "quantity", "avg_cost",
-		"opening_quantity", "opening_avg_cost", "opening_proven", "opening_seq", "basis_quantity", "basis_avg_cost", "changed"},
-		pgx.CopyFromRows(pos)); err != nil {
-		return dbErr("store: copy positions", err)
-	}
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO positions AS p (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
-SELECT $1, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, clock_timestamp()
-  FROM page_positions
-ON CONFLICT (scope, account, instrument) DO UPDATE SET
-    opening_quantity = EXCLUDED.opening_quantity, opening_avg_cost = EXCLUDED.opening_avg_cost,
-    opening_proven = EXCLUDED.opening_proven, opening_seq = EXCLUDED.opening_seq,
-    quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost, updated_at = EXCLUDED.updated_at
-WHERE (p.quantity, p.avg_cost, p.opening_quantity, p.opening_avg_cost, p.opening_proven, p.opening_seq)
-      IS DISTINCT FROM (EXCLUDED.quantity, EXCLUDED.avg_cost, EXCLUDED.opening_quantity, EXCLUDED.opening_avg_cost,
-                        EXCLUDED.opening_proven, EXCLUDED.opening_seq)`, w.scope); err != nil {
-		return dbErr("store: upsert positions", err)
-	}
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO projection_catchup_basis AS b (scope, account, instrument, basis_seq, quantity, avg_cost)
-SELECT $1, account, instrument, $2, basis_quantity, basis_avg_cost FROM page_positions
-ON CONFLICT (scope, account, instrument) DO UPDATE SET
-    basis_seq = EXCLUDED.basis_seq, quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost`, w.scope, w.p.through); err != nil {
-		return dbErr("store: upsert basis", err)
-	}
-	// R2: one outbox row per key whose final position differs from its
-	// pre-page value; published after commit by internal/notify.
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO projection_catchup_outbox (msg_id, scope, account, instrument, quantity, avg_cost, cursor_seq)
-SELECT `+msgIDSQL+`, $1, account, instrument, quantity, avg_cost, $2 FROM page_positions WHERE changed
-ON CONFLICT (msg_id) DO NOTHING`, w.scope, w.p.through); err != nil {
-		return dbErr("store: outbox", err)
-	}
-	return nil
-}
-
-// msgIDSQL is the notification idempotency key (Nats-Msg-Id):
-// position/<scope>/<account>/<instrument>/<cursor seq>/<qty>@<avg>, names
-// length-prefixed so that a '/' inside one cannot collide. The value is part
-// of the key: after a cursor reset (FR-APR07) a page may end at the same seq
-// with a different position, and that notification must not be mistaken for
-// the one already sent.
-const msgIDSQL = `'position/' || length($1::text) || ':' || $1::text || '/' || length(account) || ':' || account || '/' ||
-       length(instrument) || ':' || instrument || '/' || $2::bigint || '/' || trim_scale(quantity)::text || '@' || trim_scale(avg_cost)::text`

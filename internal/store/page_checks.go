@@ -19,7 +19,7 @@ package store
 import (
 	"context"
 	"fmt"
-	"sort"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -76,7 +76,7 @@ SELECT EXISTS (SELECT 1 FROM trades WHERE scope = $1 AND seq IS NULL),
 		return dbErr("store: legacy check", err)
 	}
 	if t || e || o {
-		return refuse(CodeUnknownLegacyHistory, "scope %q has rows without consensus provenance (trades %v, order_events %v, orders %v)", w.scope, t, e, o)
+		return refuse(codes.UnknownLegacyHistory, "scope %q has rows without consensus provenance (trades %v, order_events %v, orders %v)", w.scope, t, e, o)
 	}
 	return nil
 }
@@ -116,7 +116,7 @@ SELECT t.trade_id || '@' || t.seq FROM trades t
 		return dbErr("store: orphan trades", err)
 	}
 	if len(orphans) > 0 {
-		return refuse(CodeOrphanTrade, "retained trades in (%d, %d] absent from the source: %s", w.p.after, w.p.through, strings.Join(orphans, ", "))
+		return refuse(codes.OrphanTrade, "retained trades in (%d, %d] absent from the source: %s", w.p.after, w.p.through, strings.Join(orphans, ", "))
 	}
 	// LATERAL ... OFFSET 0: one primary-key probe per page trade. OFFSET 0
 	// keeps the planner from pulling the subquery up into a plain join, which
@@ -150,13 +150,13 @@ SELECT p.trade_id, p.seq, t.seq, t.booking_status,
 		}
 		switch {
 		case rowSeq == nil:
-			firstErr = refuse(CodeUnknownLegacyHistory, "trade %s has no consensus seq", id)
+			firstErr = refuse(codes.UnknownLegacyHistory, "trade %s has no consensus seq", id)
 		case *rowSeq != srcSeq:
-			firstErr = refuse(CodeTradeProvenanceConflict, "trade %s retained at seq %d, source seq %d", id, *rowSeq, srcSeq)
+			firstErr = refuse(codes.TradeProvenanceConflict, "trade %s retained at seq %d, source seq %d", id, *rowSeq, srcSeq)
 		case !same:
-			firstErr = refuse(CodeImmutableTradeConflict, "trade %s at seq %d differs from its source event", id, srcSeq)
+			firstErr = refuse(codes.ImmutableTradeConflict, "trade %s at seq %d differs from its source event", id, srcSeq)
 		case status != "BOOKED":
-			firstErr = refuse(CodeRejectedBooking, "trade %s at seq %d is retained with booking status %s", id, srcSeq, status)
+			firstErr = refuse(codes.RejectedBooking, "trade %s at seq %d is retained with booking status %s", id, srcSeq, status)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -219,15 +219,15 @@ SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $
 		inWindow := seq != nil && *seq > w.p.after && *seq <= w.p.through
 		switch {
 		case seq == nil:
-			first = refuse(CodeUnknownLegacyHistory, "%s row %s v%d has no consensus seq", table, r.OrderID, r.Version)
+			first = refuse(codes.UnknownLegacyHistory, "%s row %s v%d has no consensus seq", table, r.OrderID, r.Version)
 		case src == nil && inWindow:
-			first = refuse(CodeOrphanOrder, "%s row %s v%d at seq %d in (%d, %d] is absent from the source", table, r.OrderID, r.Version, *seq, w.p.after, w.p.through)
+			first = refuse(codes.OrphanOrder, "%s row %s v%d at seq %d in (%d, %d] is absent from the source", table, r.OrderID, r.Version, *seq, w.p.after, w.p.through)
 		case src == nil:
 			// another version of a page order, outside the window: checked by its own page
 		case *seq != src.Seq:
-			first = refuse(CodeOrderProvenanceConflict, "%s row %s v%d retained at seq %d, source seq %d", table, r.OrderID, r.Version, *seq, src.Seq)
+			first = refuse(codes.OrderProvenanceConflict, "%s row %s v%d retained at seq %d, source seq %d", table, r.OrderID, r.Version, *seq, src.Seq)
 		case !sameOrder(&r, wire.Side(side), wire.OrderStatus(status), src):
-			first = refuse(CodeOrderRowMismatch, "%s row %s v%d at seq %d differs from its source event", table, r.OrderID, r.Version, src.Seq)
+			first = refuse(codes.OrderRowMismatch, "%s row %s v%d at seq %d differs from its source event", table, r.OrderID, r.Version, src.Seq)
 		case table == "order_events":
 			retained[k] = true
 		}
@@ -270,17 +270,3 @@ type posRow struct {
 }
 
 func (r posRow) describe() string { return fmt.Sprintf("%s/%s", r.k.account, r.k.instrument) }
-
-// sortFills puts fills in authoritative order (seq, tradeSeq, leg).
-func sortFills(f []fillRow) {
-	sort.Slice(f, func(i, j int) bool {
-		a, b := f[i], f[j]
-		if a.seq != b.seq {
-			return a.seq < b.seq
-		}
-		if a.tradeSeq != b.tradeSeq {
-			return a.tradeSeq < b.tradeSeq
-		}
-		return a.leg < b.leg
-	})
-}

@@ -18,6 +18,7 @@ package live_test
 
 import (
 	"context"
+	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 	"math/rand/v2"
 	"net/http/httptest"
 	"sync"
@@ -26,8 +27,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/projection-recovery/projection-recovery/internal/engine"
-	"github.com/projection-recovery/projection-recovery/internal/live"
+	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
+	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
@@ -92,11 +93,11 @@ func TestAcceptance_LossyLiveProjectionRecoversToIndependentReplay(t *testing.T)
 		t.Fatal(err)
 	}
 	pub := &reorderer{nc: nc, rng: rand.New(rand.NewPCG(1, 2))}
-	m, err := source.NewMember(source.MemberConfig{Log: lg, Workload: w, Publisher: pub, DropRate: 0.15, DropSeed: 5})
+	m, err := member.NewMember(member.MemberConfig{Log: lg, Workload: w, Publisher: pub, DropRate: 0.15, DropSeed: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := source.NewHandler(lg, source.HandlerOptions{})
+	h := member.NewHandler(lg, member.HandlerOptions{})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	client, err := source.NewClient(source.ClientConfig{BaseURL: srv.URL})
@@ -109,7 +110,7 @@ func TestAcceptance_LossyLiveProjectionRecoversToIndependentReplay(t *testing.T)
 	defer cancel()
 	liveDone := make(chan error, 1)
 	go func() {
-		liveDone <- live.Run(ctx, nc, source.DefaultSubject("s"), e.s.Pool(), "s", func(err error) { t.Errorf("live: %v", err) })
+		liveDone <- live.Run(ctx, nc, member.DefaultSubject("s"), e.s.Pool(), "s", func(err error) { t.Errorf("live: %v", err) })
 	}()
 	time.Sleep(100 * time.Millisecond) // subscription established
 

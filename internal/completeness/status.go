@@ -14,13 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package status serves GET /v2/projection-completeness (FR-APR11): a
+// Package completeness serves GET /v2/projection-completeness (FR-APR11): a
 // read-only view that keeps point-in-time completeness (what is proven) apart
 // from worker liveness (whether the worker is running). A scope can be CURRENT
 // with a dead worker, or have a live worker and be BLOCKED; a single "healthy"
 // flag would hide one or the other. The endpoint has no operator action, and
 // no readiness or liveness probe depends on it (FR-APR10).
-package status
+package completeness
 
 import (
 	"encoding/json"
