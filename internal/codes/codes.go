@@ -118,6 +118,20 @@ const (
 	Internal Code = "INTERNAL"
 )
 
+// Codes that are neither a page refusal nor transient in the usual sense.
+const (
+	// CommitOutcomeUnknown: the connection failed while COMMIT was in flight,
+	// so the page may or may not have been written. The store re-reads the
+	// cursor to decide; this code remains only when even that read failed.
+	// Transient: the next cycle reads the cursor and continues from there.
+	CommitOutcomeUnknown Code = "COMMIT_OUTCOME_UNKNOWN"
+	// SchemaMissing: the database lacks recovery's tables (or an older
+	// version of them) and this manager may not create them (auto-recovery
+	// off). Not BLOCKED: nothing is wrong with the projection; a DBA runs
+	// `manager migrate` (or a manager with auto-recovery applies it).
+	SchemaMissing Code = "SCHEMA_MISSING"
+)
+
 // All lists every code (tests assert each has a test and a Transient answer).
 var All = []Code{
 	SourceUnavailable, LeaseHeld, LeaseLost, Superseded, CursorMoved, DatabaseUnavailable,
@@ -125,13 +139,13 @@ var All = []Code{
 	OrderingViolation, MalformedEvent, BeyondFrozen, OrphanTrade, OrphanOrder,
 	ImmutableTradeConflict, RejectedBooking, TradeProvenanceConflict, OrderProvenanceConflict,
 	OrderRowMismatch, OpeningConflict, UnexplainedBalance, UnknownLegacyHistory,
-	UnprovenInitialBalance, SourceRefused, SourceVerification, Internal,
+	UnprovenInitialBalance, SourceRefused, SourceVerification, Internal, CommitOutcomeUnknown, SchemaMissing,
 }
 
 // Transient reports whether the code means RETRYING (true) or BLOCKED (false).
 func (c Code) Transient() bool {
 	switch c {
-	case SourceUnavailable, LeaseHeld, LeaseLost, Superseded, CursorMoved, DatabaseUnavailable:
+	case SourceUnavailable, LeaseHeld, LeaseLost, Superseded, CursorMoved, DatabaseUnavailable, CommitOutcomeUnknown:
 		return true
 	}
 	return false
