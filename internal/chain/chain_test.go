@@ -64,7 +64,7 @@ func TestFRAPR03_GoldenVectors(t *testing.T) {
 	}
 }
 
-func TestChainOrderMatters(t *testing.T) {
+func TestChain_OrderMatters(t *testing.T) {
 	a, b := []byte("a"), []byte("b")
 	if Next(Next(Genesis, a), b) == Next(Next(Genesis, b), a) {
 		t.Fatal("chain is order-insensitive")

@@ -24,7 +24,7 @@ import (
 
 func d(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
-func TestDivHalfEven(t *testing.T) {
+func TestPosition_DivHalfEven(t *testing.T) {
 	for _, c := range []struct{ num, den, want string }{
 		{"1", "3", "0.333333333333"},
 		{"2", "3", "0.666666666667"},
@@ -42,14 +42,16 @@ func TestDivHalfEven(t *testing.T) {
 		{"123456789012345678901234567890", "7", "17636684144620811271604938270"},
 		{"1e-20", "1e-8", "0.000000000001"},
 	} {
-		got := DivHalfEven(d(c.num), d(c.den), Places)
-		if !got.Equal(d(c.want)) {
-			t.Errorf("%s/%s = %s, want %s", c.num, c.den, got, c.want)
-		}
+		t.Run(c.num+"/"+c.den, func(t *testing.T) {
+			got := DivHalfEven(d(c.num), d(c.den), Places)
+			if !got.Equal(d(c.want)) {
+				t.Errorf("%s/%s = %s, want %s", c.num, c.den, got, c.want)
+			}
+		})
 	}
 }
 
-func TestApplyRules(t *testing.T) {
+func TestPosition_ApplyRules(t *testing.T) {
 	for _, c := range []struct {
 		name           string
 		q, avg, tq, px string
@@ -66,16 +68,18 @@ func TestApplyRules(t *testing.T) {
 		{"weighted average rounds half-even", "3", "1", "3", "0.0000000000005", "6", "0.5"},
 		{"repeating average", "1", "1", "2", "2", "3", "1.666666666667"},
 	} {
-		got := Apply(State{d(c.q), d(c.avg)}, d(c.tq), d(c.px))
-		if !got.Quantity.Equal(d(c.wantQ)) || !got.AvgCost.Equal(d(c.wantAvg)) {
-			t.Errorf("%s: got %s@%s want %s@%s", c.name, got.Quantity, got.AvgCost, c.wantQ, c.wantAvg)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			got := Apply(State{d(c.q), d(c.avg)}, d(c.tq), d(c.px))
+			if !got.Quantity.Equal(d(c.wantQ)) || !got.AvgCost.Equal(d(c.wantAvg)) {
+				t.Errorf("got %s@%s want %s@%s", got.Quantity, got.AvgCost, c.wantQ, c.wantAvg)
+			}
+		})
 	}
 }
 
 // Rounding after every trade is part of the definition: 1@1 + 1@2 + 1@2 gives
 // 1.5 then (2*1.5+2)/3 = 1.666666666667, not (1+2+2)/3 computed once.
-func TestRoundAfterEveryTrade(t *testing.T) {
+func TestPosition_RoundAfterEveryTrade(t *testing.T) {
 	s := Derive(State{d("0"), d("0")}, []Fill{
 		{Seq: 1, Quantity: d("3"), Price: d("1")},
 		{Seq: 2, Quantity: d("3"), Price: d("2")},
@@ -98,7 +102,7 @@ func TestRoundAfterEveryTrade(t *testing.T) {
 
 // Order matters for the average (which is why arrival order is never
 // certified, R1); Sort restores the authoritative (seq, tradeSeq, leg) order.
-func TestSortAuthoritativeOrder(t *testing.T) {
+func TestPosition_SortAuthoritativeOrder(t *testing.T) {
 	fills := []Fill{
 		{Seq: 5, TradeSeq: 2, Quantity: d("-5"), Price: d("300")},
 		{Seq: 2, TradeSeq: 1, Quantity: d("10"), Price: d("100")},
@@ -117,12 +121,14 @@ func TestSortAuthoritativeOrder(t *testing.T) {
 	}
 }
 
-func TestRoundHalfEven(t *testing.T) {
+func TestPosition_RoundHalfEven(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"1.0000000000005", "1"}, {"1.0000000000015", "1.000000000002"}, {"-1.0000000000015", "-1.000000000002"}, {"2.5", "2.5"},
 	} {
-		if got := RoundHalfEven(d(c.in), Places); !got.Equal(d(c.want)) {
-			t.Errorf("%s -> %s want %s", c.in, got, c.want)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			if got := RoundHalfEven(d(c.in), Places); !got.Equal(d(c.want)) {
+				t.Errorf("%s -> %s want %s", c.in, got, c.want)
+			}
+		})
 	}
 }

@@ -180,7 +180,7 @@ func checkFastMatchesReference(t *testing.T, b []byte) {
 	}
 }
 
-func TestDecodeFastMatchesReferenceOnEdges(t *testing.T) {
+func TestWireFast_MatchesReferenceOnEdges(t *testing.T) {
 	accepted := 0
 	for _, s := range edgeInputs() {
 		checkFastMatchesReference(t, []byte(s))
@@ -197,7 +197,7 @@ func TestDecodeFastMatchesReferenceOnEdges(t *testing.T) {
 }
 
 // Every engine event must take the fast path (that is where the speed is).
-func TestDecodeFastAcceptsEngineEvents(t *testing.T) {
+func TestWireFast_AcceptsEngineEvents(t *testing.T) {
 	for _, b := range engineWire(t, 7, 5000) {
 		if _, ok := wire.DecodeFast(b); !ok {
 			t.Fatalf("fast path declined an engine event: %s", b)
@@ -207,7 +207,7 @@ func TestDecodeFastAcceptsEngineEvents(t *testing.T) {
 }
 
 // The package-level decimal knob NewFromString honours is honoured too.
-func TestDecodeFastHonoursMaxDecodeExponent(t *testing.T) {
+func TestWireFast_HonoursMaxDecodeExponent(t *testing.T) {
 	old := decimal.MaxDecodeExponent
 	defer func() { decimal.MaxDecodeExponent = old }()
 	for _, m := range []int{3, 4, 0, -1} {
@@ -220,7 +220,7 @@ func TestDecodeFastHonoursMaxDecodeExponent(t *testing.T) {
 
 // Strings of one event share one allocation, copied from the input: reusing
 // the input buffer must not change the event.
-func TestDecodeDoesNotAliasInput(t *testing.T) {
+func TestWireFast_DoesNotAliasInput(t *testing.T) {
 	b := []byte(goodTrade)
 	e, err := wire.Decode(b)
 	if err != nil {
@@ -328,7 +328,7 @@ func FuzzDecodeFastEncoded(f *testing.F) {
 
 // Timestamps: every month of leap and non-leap years (including the century
 // rules and the range ends) with days 0..32 and out-of-range clock fields.
-func TestDecodeFastTimestampsMatchReference(t *testing.T) {
+func TestWireFast_TimestampsMatchReference(t *testing.T) {
 	years := []string{"0000", "0001", "0002", "0004", "0100", "0400", "1600", "1900", "2000", "2023", "2024", "2100", "9996", "9999"}
 	clocks := []string{"00:00:00.000000000", "23:59:59.999999999", "24:00:00.000000000", "12:60:00.000000000", "12:00:60.000000000", "12:00:00.000000001"}
 	base := goodTrade

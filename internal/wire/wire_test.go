@@ -40,7 +40,7 @@ func sampleEvents() []Event {
 }
 
 // The exact bytes are part of protocol v1: other implementations hash them (FR-APR03).
-func TestEncodeGoldenBytes(t *testing.T) {
+func TestWire_EncodeGoldenBytes(t *testing.T) {
 	want := []string{
 		`{"type":"opening","seq":1,"account":"acct-1","instrument":"BTC-USD","quantity":"-2.5","avgCost":"100.125"}`,
 		`{"type":"order","seq":2,"orderId":"o-1","version":1,"account":"acct-1","instrument":"BTC-USD","side":"BUY","price":"101","quantity":"3","remaining":"3","status":"NEW","ts":"2026-03-04T05:06:07.000000890Z"}`,
@@ -57,7 +57,7 @@ func TestEncodeGoldenBytes(t *testing.T) {
 	}
 }
 
-func TestRoundTripAndDeterminism(t *testing.T) {
+func TestWire_RoundTripAndDeterminism(t *testing.T) {
 	for i, e := range sampleEvents() {
 		b1, err := Encode(e)
 		if err != nil {
@@ -86,7 +86,7 @@ func TestRoundTripAndDeterminism(t *testing.T) {
 	}
 }
 
-func TestFormatDecimalIgnoresPackageKnobs(t *testing.T) {
+func TestWire_FormatDecimalIgnoresPackageKnobs(t *testing.T) {
 	cases := map[string]string{"1.50": "1.5", "-0.0": "0", "100": "100", "1e3": "1000", "0.000100": "0.0001", "-12.340": "-12.34", "1200e-2": "12"}
 	for in, want := range cases {
 		if got := FormatDecimal(decimal.RequireFromString(in)); got != want {
@@ -101,7 +101,7 @@ func TestFormatDecimalIgnoresPackageKnobs(t *testing.T) {
 	}
 }
 
-func TestDecodeRefusals(t *testing.T) {
+func TestWire_DecodeRefusals(t *testing.T) {
 	good := `{"type":"trade","seq":3,"tradeId":"t-1","tradeSeq":1,"instrument":"BTC-USD","price":"101","quantity":"0.0001","buyOrderId":"o-1","sellOrderId":"o-2","buyAccount":"acct-1","sellAccount":"acct-2","ts":"2026-03-04T05:06:07.000000890Z"}`
 	if _, err := Decode([]byte(good)); err != nil {
 		t.Fatalf("good: %v", err)
@@ -163,7 +163,7 @@ func TestDecodeRefusals(t *testing.T) {
 	}
 }
 
-func TestEncodeRefusals(t *testing.T) {
+func TestWire_EncodeRefusals(t *testing.T) {
 	e := sampleEvents()[1]
 	bad := []Event{
 		{},
@@ -191,7 +191,7 @@ func TestEncodeRefusals(t *testing.T) {
 	}
 }
 
-func TestQuotesAndBackslashesRoundTrip(t *testing.T) {
+func TestWire_QuotesAndBackslashesRoundTrip(t *testing.T) {
 	e := sampleEvents()[0]
 	o := *e.Opening
 	o.Account = `we"ird\acct ünï`
@@ -237,7 +237,7 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-func TestCanonicalLenMatchesFormat(t *testing.T) {
+func TestWire_CanonicalLenMatchesFormat(t *testing.T) {
 	for _, s := range []string{"0", "1", "-1", "10", "1e5", "1.5", "-0.001", "123.456", "100.100", "1e-70", "-12e3", "0.1"} {
 		d := decimal.RequireFromString(s)
 		if got, want := canonicalLen(d), int64(len(FormatDecimal(d))); got != want {

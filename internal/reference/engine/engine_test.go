@@ -181,7 +181,7 @@ func TestEngine_LiveEqualsReplay(t *testing.T) {
 
 // The descriptor hash is stable across processes and implementations: its
 // canonical bytes and hash are pinned here.
-func TestDescriptorHashGolden(t *testing.T) {
+func TestDescriptor_HashGolden(t *testing.T) {
 	d := Descriptor{EngineID: "reference-engine-v1", Scope: "s", Instruments: []string{"ETH-USD", "BTC-USD", "ETH-USD"}}
 	if got, want := string(d.Canonical()), `{"protocolVersion":1,"engineId":"reference-engine-v1","scope":"s","instruments":["BTC-USD","ETH-USD"]}`; got != want {
 		t.Fatalf("canonical %s", got)

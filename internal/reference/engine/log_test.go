@@ -259,7 +259,7 @@ func TestRefusal_DISCONTINUITY_TornRecordInClosedTerm(t *testing.T) {
 	wantCode(t, err, CodeDiscontinuity)
 }
 
-func TestCommandValidateRefusesUnencodable(t *testing.T) {
+func TestCommand_ValidateRefusesUnencodable(t *testing.T) {
 	w, _ := NewWorkload(1, WorkloadConfig{Instruments: []string{"X"}})
 	c := w.Next()
 	c.Account = "bad\naccount"

@@ -373,7 +373,7 @@ func TestRefusal_AFTER_SEQ_BEYOND_BOUNDARY(t *testing.T) {
 	}
 }
 
-func TestBadRequest_Parameters(t *testing.T) {
+func TestMember_BadRequestParameters(t *testing.T) {
 	l := buildLog(t, 10, 0)
 	f := serve(t, l, HandlerOptions{})
 	for _, q := range []string{
@@ -402,7 +402,7 @@ func TestBadRequest_Parameters(t *testing.T) {
 	}
 }
 
-func TestAuth_BearerToken(t *testing.T) {
+func TestMember_BearerToken(t *testing.T) {
 	l := buildLog(t, 10, 0)
 	f := serve(t, l, HandlerOptions{Token: "s3cret"})
 	if _, err := f.client.Fetch(context.Background(), 0, genesis, desc.Hash(), 5); err != nil {
@@ -416,7 +416,7 @@ func TestAuth_BearerToken(t *testing.T) {
 	}
 }
 
-func TestDescriptorEndpoint(t *testing.T) {
+func TestMember_DescriptorEndpoint(t *testing.T) {
 	l := buildLog(t, 10, 0)
 	f := serve(t, l, HandlerOptions{})
 	resp, err := http.Get(f.srv.URL + source.DescriptorPath)
