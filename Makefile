@@ -45,6 +45,14 @@ chart-check: $(HELM) ## Lint and render the Helm chart; auto-recovery must be of
 vet: ## go vet.
 	go vet ./...
 
+.PHONY: tidy-check
+tidy-check: ## Fail when go.mod/go.sum are not tidy (direct requirements marked indirect, stale sums).
+	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
+
+.PHONY: verify-requirements
+verify-requirements: ## Fail when a requirement id cited in code or tests is not in docs/requirements.md.
+	hack/verify-requirements.sh
+
 .PHONY: build
 build: ## Build the manager and the reference member.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
@@ -57,8 +65,8 @@ control-plane: ## Build (once, cached) kube-apiserver, etcd and kubectl from sou
 	hack/control-plane.sh
 
 .PHONY: test
-test: control-plane fmt-check vet verify-generated chart-check demo-smoke ## Run every test tier against a real kube-apiserver and PostgreSQL.
-	hack/postgres.sh run -- hack/test.sh ./...
+test: control-plane fmt-check vet tidy-check verify-requirements verify-generated chart-check demo-smoke ## Run every test tier against a real kube-apiserver and PostgreSQL.
+	hack/postgres.sh run -- hack/test.sh ./...  # -race over the concurrent packages (see hack/test.sh)
 
 .PHONY: bench
 bench: control-plane ## Run the benchmarks once at full size (figures as ratios within one run).
