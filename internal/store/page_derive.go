@@ -38,9 +38,11 @@ import (
 //	stored quantity == start quantity + Σ signed quantity of the key's retained
 //	BOOKED trades after the start
 //
-// where start is the key's basis (the authoritative fold through the cursor
-// when a page last touched it) or, without one, its stored opening (0 when the
-// key has no row), and a key with retained trades must have a row. Quantity is
+// where start is the key's proven start (proveStart: its basis, the fold
+// through the cursor when a verified page last touched it; else the stored
+// opening only when this page holds the opening event it must equal; else
+// zero, and a stored non-zero opening refuses), and a key with retained
+// trades must have a row. Quantity is
 // a sum, independent of order, so a correct arrival-order projection always
 // passes; only balances written without a retained trade behind them (manual
 // edits, lost updates, double applies) fail. Average cost is not compared: it

@@ -21,7 +21,9 @@ import (
 	"testing"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"github.com/projection-recovery/projection-recovery/internal/position"
 	. "github.com/projection-recovery/projection-recovery/internal/store/storetest"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 // verdict applies src from genesis in pages of at most max events on a fresh
@@ -211,4 +213,61 @@ func TestOpeningProof_OpeningAfterTradesSameVerdictAtEveryPageSize(t *testing.T)
 			t.Fatalf("verdict %q, want OPENING_CONFLICT", got)
 		}
 	})
+}
+
+// proveStart's decision table (pure: no database). Page through 10; key A/X.
+func TestOpeningProof_ProveStartTable(t *testing.T) {
+	t.Parallel()
+	k := key{"A", "X"}
+	open := func(seq int64, qty, avg string) *wire.Opening {
+		return &wire.Opening{Seq: seq, Account: "A", Instrument: "X", Quantity: Dec(qty), AvgCost: Dec(avg)}
+	}
+	row := func(qty, avg string, seq *int64) posRow {
+		return posRow{k: k, exists: true, openQty: Dec(qty), openAvg: Dec(avg), openProven: true, openSeq: seq}
+	}
+	withBasis := row("7", "1", nil)
+	withBasis.basisSeq, withBasis.basis = i64(5), position.State{Quantity: Dec("3"), AvgCost: Dec("2")}
+	for _, c := range []struct {
+		name      string
+		r         posRow
+		open      *wire.Opening
+		retained  []position.Fill
+		pageFills []fillRow
+		want      codes.Code
+		start     string // quantity@avg
+	}{
+		{name: "basis", r: withBasis, start: "3@2"},
+		{name: "basis then opening", r: withBasis, open: open(6, "1", "1"), want: codes.OpeningConflict},
+		{name: "no row", r: posRow{k: k, openQty: Dec("0"), openAvg: Dec("0"), openProven: true}, start: "0@0"},
+		{name: "zero stored opening", r: row("0", "0", nil), start: "0@0"},
+		{name: "zero stored opening with a seq", r: row("0", "0", i64(3)), start: "0@0"},
+		{name: "stored opening without provenance", r: row("7", "1", nil), want: codes.UnprovenInitialBalance},
+		{name: "stored opening in a verified window", r: row("7", "1", i64(10)), want: codes.OpeningConflict},
+		{name: "stored opening beyond the window", r: row("7", "1", i64(11)), want: codes.OpeningConflict},
+		{name: "opening event matches stored", r: row("7", "1", i64(4)), open: open(4, "7", "1"), start: "7@1"},
+		{name: "opening event, stored at another seq", r: row("7", "1", i64(3)), open: open(4, "7", "1"), want: codes.OpeningConflict},
+		{name: "opening event, stored other values", r: row("8", "1", i64(4)), open: open(4, "7", "1"), want: codes.OpeningConflict},
+		{name: "opening event, lost live (zero stored)", r: row("0", "0", nil), open: open(4, "7", "1"), start: "0@0"},
+		{name: "opening event, equal stored without seq", r: row("7", "1", nil), open: open(4, "7", "1"), start: "7@1"},
+		{name: "opening event, other stored without seq", r: row("6", "1", nil), open: open(4, "7", "1"), want: codes.OpeningConflict},
+		{name: "opening after a retained trade", r: row("0", "0", nil), open: open(4, "7", "1"),
+			retained: []position.Fill{{Seq: 2, Quantity: Dec("1"), Price: Dec("1")}}, want: codes.OpeningConflict},
+		{name: "opening after a page trade", r: row("0", "0", nil), open: open(4, "7", "1"),
+			pageFills: []fillRow{{tradeID: "t", seq: 4, qty: Dec("1"), price: Dec("1")}}, want: codes.OpeningConflict},
+		{name: "opening before trades", r: row("0", "0", nil), open: open(4, "7", "1"),
+			retained:  []position.Fill{{Seq: 12, Quantity: Dec("1"), Price: Dec("1")}},
+			pageFills: []fillRow{{tradeID: "t", seq: 5, qty: Dec("1"), price: Dec("1")}}, start: "0@0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := &pageTx{p: &prepared{through: 10, fills: map[key][]fillRow{k: c.pageFills}}}
+			r := c.r
+			got, err := w.proveStart(&r, c.open, c.retained)
+			if codes.Of(err) != c.want {
+				t.Fatalf("got %v, want %q", err, c.want)
+			}
+			if err == nil && got.Quantity.String()+"@"+got.AvgCost.String() != c.start {
+				t.Fatalf("start %s@%s, want %s", got.Quantity, got.AvgCost, c.start)
+			}
+		})
+	}
 }
