@@ -100,8 +100,9 @@ func (p *Publisher) Run(ctx context.Context, interval time.Duration, onErr func(
 }
 
 // Flush publishes every committed, unsent outbox row in id order and marks
-// them sent; it returns how many it published. Rows are claimed FOR UPDATE
-// SKIP LOCKED so concurrent publishers never send the same batch twice at once.
+// them sent; it returns how many it published. At most one publisher drains a
+// database's outbox at a time (see flushBatch), so with several managers each
+// key's messages still leave in cursor order.
 func (p *Publisher) Flush(ctx context.Context) (int, error) {
 	total := 0
 	for {
@@ -113,12 +114,34 @@ func (p *Publisher) Flush(ctx context.Context) (int, error) {
 	}
 }
 
+// drainLockSQL takes the outbox drain lock for the rest of the transaction: a
+// transaction-scoped advisory lock, one per database, so one publisher (of
+// any manager) sends and marks a batch at a time and the next one reads the
+// outbox only after the previous batch is published and marked.
+const drainLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('projection-recovery:outbox', 0))`
+
+// flushBatch sends the oldest unsent rows, in id order, under the drain lock.
+//
+// Invariant: one key's messages leave in cursor order. Outbox ids of one
+// scope increase with its cursor: pages of a scope serialize on the
+// projection write lock (store.WriteLock), so page N+1 allocates its ids
+// after page N committed. Sending in id order by one publisher at a time
+// therefore sends page N's row of a key before page N+1's. Without the lock
+// (rows claimed FOR UPDATE SKIP LOCKED by each publisher), a second manager
+// skipped page N's row locked by the first and could publish page N+1's
+// first, so subscribers saw a key's position go back in time.
 func (p *Publisher) flushBatch(ctx context.Context) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, drainLockSQL); err != nil {
+			return fmt.Errorf("outbox drain lock: %w", err)
+		}
+		// Read after the lock, in a new statement: under READ COMMITTED it
+		// sees the previous holder's sent_at marks (committed before its
+		// lock was released), so no row is sent twice by a healthy pair.
 		rows, err := tx.Query(ctx, `
 SELECT id, msg_id, scope, account, instrument, quantity::text, avg_cost::text, cursor_seq
-  FROM projection_catchup_outbox WHERE sent_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, p.batch)
+  FROM projection_catchup_outbox WHERE sent_at IS NULL ORDER BY id LIMIT $1`, p.batch)
 		if err != nil {
 			return fmt.Errorf("read outbox: %w", err)
 		}

@@ -20,9 +20,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/projection-recovery/projection-recovery/internal/source"
 )
@@ -109,14 +111,29 @@ func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *Prepare
 	if pp == nil || !pp.run.sameBarrier(run) {
 		return PageResult{}, refuse(codes.Superseded, "page was prepared against another run")
 	}
-	var res PageResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = s.applyTx(ctx, tx, l, run, pp.p)
-		return err
-	})
+	tx, err := s.pool.Begin(ctx)
 	if err != nil {
+		return PageResult{}, dbErr("store: begin page", err)
+	}
+	res, points, err := s.applyTx(ctx, tx, l, run, pp.p)
+	if err != nil {
+		_ = tx.Rollback(ctx) // a failed rollback closes the connection: the server rolls back
 		return PageResult{}, dbErr("store: apply page", err)
+	}
+	commit := tx.Commit
+	if h := s.hooks.commit; h != nil {
+		commit = func(ctx context.Context) error { return h(ctx, tx) }
+	}
+	if err := commit(ctx); err != nil {
+		if !codes.DatabaseUnavailableError(err) {
+			// The server answered COMMIT with an error: it rolled back.
+			return PageResult{}, dbErr("store: commit page", err)
+		}
+		// The connection failed while COMMIT was in flight: only the
+		// cursor can tell whether the page committed (see resolveCommit).
+		if err := s.resolveCommit(ctx, res, points, err); err != nil {
+			return PageResult{}, err
+		}
 	}
 	if res.ChangedKeys > 0 && s.afterCommit != nil {
 		s.afterCommit(run.Scope)
@@ -124,33 +141,36 @@ func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *Prepare
 	return res, nil
 }
 
-func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *prepared) (PageResult, error) {
+// applyTx runs the page in tx. Besides the result it returns the cursor's
+// commit points before and after the page, which resolveCommit compares with
+// a re-read when the COMMIT's outcome is unknown.
+func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *prepared) (PageResult, commitPoints, error) {
 	scope := run.Scope
 	if err := WriteLock(ctx, tx, scope); err != nil {
-		return PageResult{}, err
+		return PageResult{}, commitPoints{}, err
 	}
 	if h := s.hooks.beforeLeaseLock; h != nil {
 		if err := h(ctx, tx); err != nil {
-			return PageResult{}, err
+			return PageResult{}, commitPoints{}, err
 		}
 	}
 	if err := lockLease(ctx, tx, l); err != nil {
-		return PageResult{}, err
+		return PageResult{}, commitPoints{}, err
 	}
 	if h := s.hooks.afterLeaseLocked; h != nil {
 		if err := h(ctx, tx); err != nil {
-			return PageResult{}, err
+			return PageResult{}, commitPoints{}, err
 		}
 	}
 	now, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM projection_runs WHERE scope = $1 AND selected FOR SHARE`, scope))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return PageResult{}, refuse(codes.Superseded, "scope %q no longer has a selected run", scope)
+		return PageResult{}, commitPoints{}, refuse(codes.Superseded, "scope %q no longer has a selected run", scope)
 	}
 	if err != nil {
-		return PageResult{}, dbErr("store: re-read run", err)
+		return PageResult{}, commitPoints{}, dbErr("store: re-read run", err)
 	}
 	if !now.sameBarrier(run) {
-		return PageResult{}, refuse(codes.Superseded, "run changed: was %d/%s/%s, now %d/%s/%s",
+		return PageResult{}, commitPoints{}, refuse(codes.Superseded, "run changed: was %d/%s/%s, now %d/%s/%s",
 			run.RunID, run.Phase, run.DescriptorHash, now.RunID, now.Phase, now.DescriptorHash)
 	}
 
@@ -159,45 +179,45 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 		cur, err = Genesis(scope), nil
 	}
 	if err != nil {
-		return PageResult{}, dbErr("store: re-read cursor", err)
+		return PageResult{}, commitPoints{}, dbErr("store: re-read cursor", err)
 	}
 	pg := p.page
 	switch {
 	case cur.DescriptorHash != "" && cur.DescriptorHash != pg.DescriptorHash:
-		return PageResult{}, refuse(codes.DescriptorMismatch, "cursor descriptor %s, page %s", cur.DescriptorHash, pg.DescriptorHash)
+		return PageResult{}, commitPoints{}, refuse(codes.DescriptorMismatch, "cursor descriptor %s, page %s", cur.DescriptorHash, pg.DescriptorHash)
 	case cur.ProtocolVersion != 0 && cur.ProtocolVersion != pg.ProtocolVersion:
-		return PageResult{}, refuse(codes.ProtocolMismatch, "cursor protocol %d, page %d", cur.ProtocolVersion, pg.ProtocolVersion)
+		return PageResult{}, commitPoints{}, refuse(codes.ProtocolMismatch, "cursor protocol %d, page %d", cur.ProtocolVersion, pg.ProtocolVersion)
 	case pg.AfterSeq != cur.VerifiedThroughSeq:
-		return PageResult{}, refuse(codes.CursorMoved, "page starts at %d, cursor is at %d", pg.AfterSeq, cur.VerifiedThroughSeq)
+		return PageResult{}, commitPoints{}, refuse(codes.CursorMoved, "page starts at %d, cursor is at %d", pg.AfterSeq, cur.VerifiedThroughSeq)
 	case pg.DigestAfter != cur.ChainDigest:
-		return PageResult{}, refuse(codes.ChainMismatch, "page digestAfter %s, cursor digest %s at seq %d", pg.DigestAfter, cur.ChainDigest, cur.VerifiedThroughSeq)
+		return PageResult{}, commitPoints{}, refuse(codes.ChainMismatch, "page digestAfter %s, cursor digest %s at seq %d", pg.DigestAfter, cur.ChainDigest, cur.VerifiedThroughSeq)
 	}
 	if cur.VerifiedThroughSeq == 0 {
 		// FR-APR07 bootstrap: a cursor at genesis trusts nothing derived
 		// before; drop any basis so every key is re-derived from its opening.
 		if _, err := tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1`, scope); err != nil {
-			return PageResult{}, dbErr("store: reset basis", err)
+			return PageResult{}, commitPoints{}, dbErr("store: reset basis", err)
 		}
 	}
 
 	w := &pageTx{tx: tx, scope: scope, p: p}
 	if err := w.checkLegacy(ctx); err != nil {
-		return PageResult{}, err
+		return PageResult{}, commitPoints{}, err
 	}
 	if err := w.load(ctx); err != nil {
-		return PageResult{}, err
+		return PageResult{}, commitPoints{}, err
 	}
 	if err := w.checkTrades(ctx); err != nil {
-		return PageResult{}, err
+		return PageResult{}, commitPoints{}, err
 	}
 	if err := w.checkOrders(ctx); err != nil {
-		return PageResult{}, err
+		return PageResult{}, commitPoints{}, err
 	}
 	if err := w.derive(ctx); err != nil {
-		return PageResult{}, err
+		return PageResult{}, commitPoints{}, err
 	}
 	if err := w.write(ctx); err != nil {
-		return PageResult{}, err
+		return PageResult{}, commitPoints{}, err
 	}
 
 	state := StateCatchingUp
@@ -206,7 +226,7 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 		// Before claiming completeness, no balance may exist that no page
 		// ever explained (FR-APR07 "re-verifies every retained row").
 		if err := w.checkPhantomBalances(ctx); err != nil {
-			return PageResult{}, err
+			return PageResult{}, commitPoints{}, err
 		}
 	}
 	res := PageResult{
@@ -215,39 +235,42 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 		InsertedTrades: w.inserted, OrderEvents: w.orderEvents, TouchedKeys: len(p.keys), ChangedKeys: w.changed, State: state,
 	}
 	// Compare-and-set on the cursor we read: if anything moved it, refuse.
-	var tag int64
+	// RETURNING the new last_verified_at: with verified-through and digest it
+	// is the commit point resolveCommit recognises (an idle page keeps both
+	// and moves only this timestamp).
+	var verifiedAt *time.Time
 	if !cur.Exists {
-		ct, err := tx.Exec(ctx, `
+		err = tx.QueryRow(ctx, `
 INSERT INTO projection_catchup_cursor (scope, descriptor_hash, protocol_version, verified_through_seq, chain_digest,
     event_count, last_observed_boundary_seq, state, blocked_reason, last_verified_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, clock_timestamp())
-ON CONFLICT (scope) DO NOTHING`, scope, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest,
-			res.EventCount, pg.BoundarySeq, state)
-		if err != nil {
-			return PageResult{}, dbErr("store: create cursor", err)
-		}
-		tag = ct.RowsAffected()
+ON CONFLICT (scope) DO NOTHING
+RETURNING last_verified_at`, scope, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest,
+			res.EventCount, pg.BoundarySeq, state).Scan(&verifiedAt)
 	} else {
-		ct, err := tx.Exec(ctx, `
+		err = tx.QueryRow(ctx, `
 UPDATE projection_catchup_cursor
    SET descriptor_hash = $2, protocol_version = $3, verified_through_seq = $4, chain_digest = $5, event_count = $6,
        last_observed_boundary_seq = greatest(last_observed_boundary_seq, $7), state = $8, blocked_reason = NULL,
        last_verified_at = clock_timestamp(), updated_at = clock_timestamp()
- WHERE scope = $1 AND verified_through_seq = $9 AND chain_digest = $10 AND last_observed_boundary_seq = $11`,
+ WHERE scope = $1 AND verified_through_seq = $9 AND chain_digest = $10 AND last_observed_boundary_seq = $11
+RETURNING last_verified_at`,
 			scope, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest, res.EventCount,
-			pg.BoundarySeq, state, cur.VerifiedThroughSeq, cur.ChainDigest, cur.LastObservedBoundarySeq)
-		if err != nil {
-			return PageResult{}, dbErr("store: advance cursor", err)
-		}
-		tag = ct.RowsAffected()
+			pg.BoundarySeq, state, cur.VerifiedThroughSeq, cur.ChainDigest, cur.LastObservedBoundarySeq).Scan(&verifiedAt)
 	}
-	if tag != 1 {
-		return PageResult{}, refuse(codes.CursorMoved, "cursor of %q moved during the page", scope)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return PageResult{}, commitPoints{}, refuse(codes.CursorMoved, "cursor of %q moved during the page", scope)
+	}
+	if err != nil {
+		return PageResult{}, commitPoints{}, dbErr("store: advance cursor", err)
 	}
 	if h := s.hooks.beforeCommit; h != nil {
 		if err := h(ctx, tx); err != nil {
-			return PageResult{}, err
+			return PageResult{}, commitPoints{}, err
 		}
 	}
-	return res, nil
+	return res, commitPoints{
+		pre:  commitPoint{through: cur.VerifiedThroughSeq, digest: cur.ChainDigest, verifiedAt: cur.LastVerifiedAt},
+		post: commitPoint{through: res.VerifiedThroughSeq, digest: res.ChainDigest, verifiedAt: verifiedAt},
+	}, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/position"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 // derive reads every touched key's pre-page row, basis and retained trades,
@@ -37,9 +38,11 @@ import (
 //	stored quantity == start quantity + Σ signed quantity of the key's retained
 //	BOOKED trades after the start
 //
-// where start is the key's basis (the authoritative fold through the cursor
-// when a page last touched it) or, without one, its stored opening (0 when the
-// key has no row), and a key with retained trades must have a row. Quantity is
+// where start is the key's proven start (proveStart: its basis, the fold
+// through the cursor when a verified page last touched it; else the stored
+// opening only when this page holds the opening event it must equal; else
+// zero, and a stored non-zero opening refuses), and a key with retained
+// trades must have a row. Quantity is
 // a sum, independent of order, so a correct arrival-order projection always
 // passes; only balances written without a retained trade behind them (manual
 // edits, lost updates, double applies) fail. Average cost is not compared: it
@@ -117,21 +120,9 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 		if r.exists && !r.openProven && open == nil {
 			return refuse(codes.UnprovenInitialBalance, "key %s has an unproven opening balance %s@%s", r.describe(), r.openQty, r.openAvg)
 		}
-		start := position.State{Quantity: r.openQty, AvgCost: r.openAvg}
-		if r.basisSeq != nil {
-			start = r.basis
-		}
-		if open != nil {
-			switch {
-			case r.basisSeq != nil:
-				return refuse(codes.OpeningConflict, "opening of %s at seq %d arrives after verified trades (basis seq %d)", r.describe(), open.Seq, *r.basisSeq)
-			case r.openSeq != nil && (*r.openSeq != open.Seq || !r.openQty.Equal(open.Quantity) || !r.openAvg.Equal(open.AvgCost)):
-				return refuse(codes.OpeningConflict, "key %s retains opening %s@%s at seq %d, source %s@%s at seq %d",
-					r.describe(), r.openQty, r.openAvg, *r.openSeq, open.Quantity, open.AvgCost, open.Seq)
-			case r.openSeq == nil && !(r.openQty.IsZero() && r.openAvg.IsZero()) && !(r.openQty.Equal(open.Quantity) && r.openAvg.Equal(open.AvgCost)):
-				return refuse(codes.OpeningConflict, "key %s retains opening %s@%s without provenance, source %s@%s at seq %d",
-					r.describe(), r.openQty, r.openAvg, open.Quantity, open.AvgCost, open.Seq)
-			}
+		start, err := w.proveStart(r, open, retained[r.k])
+		if err != nil {
+			return err
 		}
 		// Balance rule (see above), on the pre-page state.
 		expect := start.Quantity
@@ -174,22 +165,94 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 	return nil
 }
 
+// proveStart returns the state a touched key's pre-page balance is checked
+// from, refusing an opening nothing proves. A flag in SQL proves nothing
+// (opening_proven, opening_seq are whatever a writer stored): an opening is
+// proven only by the verified source event itself (in this page, same seq
+// and values) or by the key's basis, which an earlier verified page derived
+// from such an event. Hence, in this order:
+//
+//   - a basis: the start is the basis (the fold through the cursor); an
+//     opening event arriving now follows verified trades: OPENING_CONFLICT;
+//   - an opening event in the page: it must not follow any trade of the key
+//     (retained, or in the page, at a seq <= its own), else OPENING_CONFLICT,
+//     whatever the page boundaries (one ledger, one verdict: folding earlier
+//     trades onto a later opening in one page while refusing the same ledger
+//     split over two pages would make the verdict depend on the page size);
+//     a stored opening must be that event (same seq and values) or, without
+//     provenance, zero or equal to it; the start is the stored opening,
+//     which is then the source's or zero (a lost opening event);
+//   - neither: the start is zero. A stored non-zero opening is unproven
+//     (UNPROVEN_INITIAL_BALANCE without opening_seq) or contradicts the
+//     verified source (OPENING_CONFLICT: an opening_seq <= the page's
+//     through names a verified window whose source has no such opening, and
+//     one beyond it would follow the trades through which the page touches
+//     the key). Without this, a row claiming a proven opening of 7 would be
+//     certified CURRENT at 7 plus its trades where the source derives 0 plus
+//     its trades.
+func (w *pageTx) proveStart(r *posRow, open *wire.Opening, retained []position.Fill) (position.State, error) {
+	if r.basisSeq != nil {
+		if open != nil {
+			return position.State{}, refuse(codes.OpeningConflict, "opening of %s at seq %d arrives after verified trades (basis seq %d)", r.describe(), open.Seq, *r.basisSeq)
+		}
+		return r.basis, nil
+	}
+	if open != nil {
+		for _, f := range retained {
+			if f.Seq <= open.Seq {
+				return position.State{}, refuse(codes.OpeningConflict, "opening of %s at seq %d follows its retained trade at seq %d", r.describe(), open.Seq, f.Seq)
+			}
+		}
+		for _, f := range w.p.fills[r.k] {
+			if f.seq <= open.Seq {
+				return position.State{}, refuse(codes.OpeningConflict, "opening of %s at seq %d follows its trade %s at seq %d", r.describe(), open.Seq, f.tradeID, f.seq)
+			}
+		}
+		switch {
+		case r.openSeq != nil && (*r.openSeq != open.Seq || !r.openQty.Equal(open.Quantity) || !r.openAvg.Equal(open.AvgCost)):
+			return position.State{}, refuse(codes.OpeningConflict, "key %s retains opening %s@%s at seq %d, source %s@%s at seq %d",
+				r.describe(), r.openQty, r.openAvg, *r.openSeq, open.Quantity, open.AvgCost, open.Seq)
+		case r.openSeq == nil && !(r.openQty.IsZero() && r.openAvg.IsZero()) && !(r.openQty.Equal(open.Quantity) && r.openAvg.Equal(open.AvgCost)):
+			return position.State{}, refuse(codes.OpeningConflict, "key %s retains opening %s@%s without provenance, source %s@%s at seq %d",
+				r.describe(), r.openQty, r.openAvg, open.Quantity, open.AvgCost, open.Seq)
+		}
+		return position.State{Quantity: r.openQty, AvgCost: r.openAvg}, nil
+	}
+	if r.openQty.IsZero() && r.openAvg.IsZero() {
+		return position.State{Quantity: decimal.Zero, AvgCost: decimal.Zero}, nil
+	}
+	if r.openSeq == nil {
+		return position.State{}, refuse(codes.UnprovenInitialBalance, "key %s holds opening %s@%s that no source event proves", r.describe(), r.openQty, r.openAvg)
+	}
+	if *r.openSeq <= w.p.through {
+		return position.State{}, refuse(codes.OpeningConflict, "key %s retains opening %s@%s at seq %d, but the verified source has no opening of it through seq %d",
+			r.describe(), r.openQty, r.openAvg, *r.openSeq, w.p.through)
+	}
+	return position.State{}, refuse(codes.OpeningConflict, "key %s retains opening %s@%s at seq %d, after its trades verified through seq %d",
+		r.describe(), r.openQty, r.openAvg, *r.openSeq, w.p.through)
+}
+
 // checkPhantomBalances runs when a page makes the scope CURRENT: a position
-// row that no page ever touched (no basis), that has no retained trade and no
-// proven opening event behind it, and that holds a non-zero balance, is a
-// balance nothing explains (UNEXPLAINED_BALANCE). Without this check a row
-// written outside the trade path would survive a genesis re-verification
-// simply because the source never mentions its key.
+// row that no page ever touched (no basis), that has no retained trade, and
+// that holds a non-zero balance, is a balance nothing explains
+// (UNEXPLAINED_BALANCE), whatever its opening_seq says: a verified opening
+// event would have touched the key and left a basis, so an opening_seq <= the
+// page's through names a window whose source had no such opening. The one
+// exception is an opening_seq beyond the page's through: a live opening newer
+// than B, which the later page holding it verifies (and refuses if it does
+// not match). Without this check a row written outside the trade path would
+// survive a genesis re-verification simply because the source never
+// mentions its key, or because it names a seq.
 func (w *pageTx) checkPhantomBalances(ctx context.Context) error {
 	var acct, instr string
 	var qty decimal.Decimal
 	err := w.tx.QueryRow(ctx, `
 SELECT p.account, p.instrument, p.quantity FROM positions p
- WHERE p.scope = $1 AND (p.quantity <> 0 OR p.avg_cost <> 0) AND p.opening_seq IS NULL
+ WHERE p.scope = $1 AND (p.quantity <> 0 OR p.avg_cost <> 0) AND (p.opening_seq IS NULL OR p.opening_seq <= $2)
    AND NOT EXISTS (SELECT 1 FROM projection_catchup_basis b WHERE b.scope = $1 AND b.account = p.account AND b.instrument = p.instrument)
    AND NOT EXISTS (SELECT 1 FROM trades t WHERE t.scope = $1 AND t.buy_account = p.account AND t.instrument = p.instrument)
    AND NOT EXISTS (SELECT 1 FROM trades t WHERE t.scope = $1 AND t.sell_account = p.account AND t.instrument = p.instrument)
- LIMIT 1`, w.scope).Scan(&acct, &instr, &qty)
+ LIMIT 1`, w.scope, w.p.through).Scan(&acct, &instr, &qty)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}

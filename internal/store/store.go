@@ -24,6 +24,8 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"time"
+
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"
@@ -55,6 +57,11 @@ type hooks struct {
 	beforeLeaseLock  func(ctx context.Context, tx pgx.Tx) error
 	afterLeaseLocked func(ctx context.Context, tx pgx.Tx) error
 	beforeCommit     func(ctx context.Context, tx pgx.Tx) error
+	// commit replaces tx.Commit of a page (e.g. to lose the connection
+	// while COMMIT is in flight); outcomeTimeout, when set, bounds the
+	// re-read that decides a failed commit's outcome (commitOutcomeTimeout).
+	commit         func(ctx context.Context, tx pgx.Tx) error
+	outcomeTimeout time.Duration
 }
 
 // Open connects to dsn and pings.
