@@ -151,8 +151,9 @@ func (c Code) Transient() bool {
 	return false
 }
 
-// Refusal is a page (or lease operation) that was not applied. Nothing was
-// written when a Refusal is returned.
+// Refusal is a page (or lease operation) that was not applied: nothing was
+// written, with one exception spelled out by its code. COMMIT_OUTCOME_UNKNOWN
+// means the commit may have happened; only a later read of the cursor tells.
 type Refusal struct {
 	Code   Code
 	Detail string
