@@ -36,7 +36,9 @@ func (r *ProjectionRecoveryReconciler) releaseLease(ctx context.Context, obj *re
 	// resource that does not own its scope (a refused duplicate) would
 	// release the owner's lease here.
 	if owns, err := r.ownsScope(ctx, obj); err != nil || !owns {
-		log.V(1).Info("lease not released on deletion: the resource does not own its scope", "scope", obj.Spec.Scope)
+		if err != nil {
+			log.Info("lease not released on deletion: scope ownership unknown; it expires on its own", "err", err.Error())
+		}
 		return
 	}
 	dsn, err := r.secretValue(ctx, obj.Namespace, "spec.database.dsnSecretRef", &obj.Spec.Database.DSNSecretRef)

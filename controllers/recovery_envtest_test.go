@@ -344,7 +344,8 @@ func TestController_TLSAndBearerToken(t *testing.T) {
 
 	// Each resource gets its own scope: a second resource on one scope is
 	// refused as a duplicate before it ever reaches the member. Only the
-	// first needs the fixture's run; the others fail before the database.
+	// first needs the fixture's run; the others are refused (by the CA
+	// check, by the member) before anything would be written.
 	withTLS := func(caKey, tokenKey string) func(*recoveryv1.ProjectionRecoverySpec) {
 		return func(s *recoveryv1.ProjectionRecoverySpec) {
 			if caKey != "ca.crt" || tokenKey != "token" {
