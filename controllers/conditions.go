@@ -47,7 +47,7 @@ func conditionsFor(state recoveryv1.RecoveryState, reason, message string) condi
 	}
 	// No state: the reason says why (awaiting the first cycle, a missing Secret...).
 	switch reason {
-	case recoveryv1.ReasonSecretNotFound, recoveryv1.ReasonInvalidSpec:
+	case recoveryv1.ReasonSecretNotFound, recoveryv1.ReasonInvalidSpec, recoveryv1.ReasonDuplicateScope:
 		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, reason, message}
 	case recoveryv1.ReasonSuspended, recoveryv1.ReasonAutoRecoveryDisabled:
 		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse, reason, message}

@@ -24,6 +24,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -33,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
@@ -41,6 +44,9 @@ import (
 // Connections keeps one PostgreSQL pool per DSN and one source client per
 // member configuration, shared by every scope of this manager. Opening a pool
 // or a TLS connection per reconcile would cost more than the idle cycle itself.
+// Each pool and each client is tied to the resources that use it: when the
+// last one is deleted or moves elsewhere (a rotated Secret, a new URL), it is
+// closed, so a long-running manager does not accumulate them.
 //
 // Keys are SHA-256 hashes of the credentials, so the map never holds a DSN or
 // token in a form that a heap dump or a debug print would show readably.
@@ -49,6 +55,11 @@ type Connections struct {
 	Tracer pgx.QueryTracer
 	// MaxConnsPerDSN bounds each pool; a page uses one connection.
 	MaxConnsPerDSN int32
+	// ApplySchema is the manager's auto-recovery flag as Store's schema step
+	// needs it: on, recovery's tables are created where missing
+	// (ri06-automatic-recovery.sql, NFR-APR01); off, their absence is a
+	// SCHEMA_MISSING refusal and nothing is written.
+	ApplySchema bool
 	// NATS, when set, publishes every database's notification outbox after
 	// commit (FR-APR06 R2): each pool gets a notify.Publisher, kicked after
 	// every page that changed a position and polling every NotifyInterval
@@ -62,13 +73,68 @@ type Connections struct {
 	cancelPub map[string]context.CancelFunc
 
 	mu      sync.Mutex
-	stores  map[string]*store.Store
-	clients map[string]*source.Client
-	// users tracks which resources use which pool, so that a pool nobody
-	// uses any more (resource deleted, Secret rotated to another DSN) is
-	// closed instead of holding connections for the life of the manager.
-	users      map[string]map[string]struct{} // pool key → resource keys
-	resourceOf map[string]string              // resource key → pool key
+	stores  map[string]*pooledStore
+	clients map[string]*sharedClient
+	// poolUsers and clientUsers track which resources use which pool and
+	// which client, so that one nobody uses any more is closed instead of
+	// holding connections for the life of the manager.
+	poolUsers, clientUsers users
+}
+
+// pooledStore is one shared pool and whether its schema step succeeded.
+type pooledStore struct {
+	st *store.Store
+	// schemaMu serialises the schema step of this pool (one check, or one
+	// migration, at a time); schemaOK caches its success only, so a database
+	// that lacked the tables is checked again on the next call.
+	schemaMu sync.Mutex
+	schemaOK bool
+}
+
+// sharedClient is one source client and the transport it owns.
+type sharedClient struct {
+	cl *source.Client
+	tr *http.Transport
+}
+
+// users maps shared objects (by key) to the resources (namespace/name)
+// using them. A resource uses at most one object of a kind at a time.
+type users struct {
+	of  map[string]string              // resource → key
+	set map[string]map[string]struct{} // key → resources
+}
+
+// use records that resource now uses key. It returns the key resource used
+// before when nobody uses that one any more (the caller closes it), else "".
+func (u *users) use(resource, key string) (unused string) {
+	if u.of == nil {
+		u.of, u.set = map[string]string{}, map[string]map[string]struct{}{}
+	}
+	if old, ok := u.of[resource]; ok && old != key {
+		unused = u.forget(resource)
+	}
+	if u.set[key] == nil {
+		u.set[key] = map[string]struct{}{}
+	}
+	u.set[key][resource] = struct{}{}
+	u.of[resource] = key
+	return unused
+}
+
+// forget removes resource. It returns the key it used when nobody uses that
+// one any more (the caller closes it), else "".
+func (u *users) forget(resource string) (unused string) {
+	key, ok := u.of[resource]
+	if !ok {
+		return ""
+	}
+	delete(u.of, resource)
+	delete(u.set[key], resource)
+	if len(u.set[key]) > 0 {
+		return ""
+	}
+	delete(u.set, key)
+	return key
 }
 
 func credentialKey(parts ...string) string {
@@ -80,19 +146,38 @@ func credentialKey(parts ...string) string {
 }
 
 // Store returns the shared store for dsn on behalf of resource (namespace/name),
-// opening its pool on first use.
+// opening its pool on first use and making sure recovery's schema is there
+// (store.EnsureSchema with ApplySchema) before anyone reads or writes through
+// it. Every error is a *codes.Refusal or classifies through codes.Of:
+// DATABASE_UNAVAILABLE when the database cannot be reached, SCHEMA_MISSING
+// when recovery's tables are absent and this manager may not create them.
 func (c *Connections) Store(ctx context.Context, resource, dsn string) (*store.Store, error) {
 	key := credentialKey(dsn)
+	p, err := c.pool(ctx, resource, key, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ensureSchema(ctx, key, p); err != nil {
+		return nil, err
+	}
+	return p.st, nil
+}
+
+// pool returns the shared pool for key, opening it on first use (pgxpool
+// connects lazily: no I/O here, which is why c.mu may be held).
+func (c *Connections) pool(ctx context.Context, resource, key, dsn string) (*pooledStore, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.use(resource, key)
-	if s, ok := c.stores[key]; ok {
-		return s, nil
+	if unused := c.poolUsers.use(resource, key); unused != "" {
+		c.closeStore(unused)
+	}
+	if p, ok := c.stores[key]; ok {
+		return p, nil
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's parse errors can quote the DSN; never surface that text.
-		return nil, errors.New("the database DSN in the referenced Secret does not parse as a PostgreSQL connection string")
+		return nil, codes.Newf(codes.DatabaseUnavailable, "the database DSN in the referenced Secret does not parse as a PostgreSQL connection string")
 	}
 	cfg.MaxConns = max(2, c.MaxConnsPerDSN)
 	cfg.MaxConnIdleTime = 5 * time.Minute
@@ -101,15 +186,37 @@ func (c *Connections) Store(ctx context.Context, resource, dsn string) (*store.S
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("opening database pool: %w", err)
+		return nil, &codes.Refusal{Code: codes.DatabaseUnavailable, Detail: "opening the database pool", Err: err}
 	}
 	if c.stores == nil {
-		c.stores = map[string]*store.Store{}
+		c.stores = map[string]*pooledStore{}
 	}
-	s := store.New(pool)
-	c.stores[key] = s
-	c.startPublisher(key, s)
-	return s, nil
+	p := &pooledStore{st: store.New(pool)}
+	c.stores[key] = p
+	return p, nil
+}
+
+// ensureSchema runs the schema step of a pool until it succeeds once. It
+// runs without c.mu: it is a database round trip (a migration, with auto-
+// recovery on) and must not stall every other scope's Store call. The
+// outbox publisher starts only after it succeeded: before, its table may
+// not exist.
+func (c *Connections) ensureSchema(ctx context.Context, key string, p *pooledStore) error {
+	p.schemaMu.Lock()
+	defer p.schemaMu.Unlock()
+	if p.schemaOK {
+		return nil
+	}
+	if err := p.st.EnsureSchema(ctx, c.ApplySchema); err != nil {
+		return codes.Database("ensuring recovery's schema (ri06-automatic-recovery.sql)", err)
+	}
+	p.schemaOK = true
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stores[key] == p { // not closed meanwhile
+		c.startPublisher(key, p.st)
+	}
+	return nil
 }
 
 // Start records the manager's lifetime for the outbox publishers and blocks
@@ -122,9 +229,12 @@ func (c *Connections) Start(ctx context.Context) error {
 	return nil
 }
 
-// startPublisher runs the outbox publisher of a new pool. Callers hold c.mu.
+// startPublisher runs the outbox publisher of a pool. Callers hold c.mu.
 func (c *Connections) startPublisher(key string, s *store.Store) {
 	if c.NATS == nil {
+		return
+	}
+	if _, running := c.cancelPub[key]; running {
 		return
 	}
 	base := c.base
@@ -152,51 +262,40 @@ func (c *Connections) closeStore(key string) {
 		cancel()
 		delete(c.cancelPub, key)
 	}
-	if s, ok := c.stores[key]; ok {
-		s.Close()
+	if p, ok := c.stores[key]; ok {
+		p.st.Close()
 		delete(c.stores, key)
 	}
 }
 
-// use records that resource now uses pool key, closing the pool it used
-// before if nobody else does. Callers hold c.mu.
-func (c *Connections) use(resource, key string) {
-	if c.users == nil {
-		c.users, c.resourceOf = map[string]map[string]struct{}{}, map[string]string{}
+// closeClient drops a source client and closes its idle connections (an
+// unused keep-alive connection to a member would otherwise stay open until
+// the member times it out). Callers hold c.mu.
+func (c *Connections) closeClient(key string) {
+	if sc, ok := c.clients[key]; ok {
+		sc.tr.CloseIdleConnections()
+		delete(c.clients, key)
 	}
-	if old, ok := c.resourceOf[resource]; ok && old != key {
-		c.drop(resource, old)
-	}
-	if c.users[key] == nil {
-		c.users[key] = map[string]struct{}{}
-	}
-	c.users[key][resource] = struct{}{}
-	c.resourceOf[resource] = key
 }
 
-// drop removes resource from pool key's users and closes an unused pool.
-// Callers hold c.mu.
-func (c *Connections) drop(resource, key string) {
-	delete(c.users[key], resource)
-	if len(c.users[key]) > 0 {
-		return
-	}
-	delete(c.users, key)
-	c.closeStore(key)
-}
-
-// Forget is called when resource is deleted: its pool closes if unused.
+// Forget is called when resource is deleted or stops using connections (a
+// refused duplicate): its pool and its client close if nobody else uses them.
 func (c *Connections) Forget(resource string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if key, ok := c.resourceOf[resource]; ok {
-		delete(c.resourceOf, resource)
-		c.drop(resource, key)
+	if unused := c.poolUsers.forget(resource); unused != "" {
+		c.closeStore(unused)
+	}
+	if unused := c.clientUsers.forget(resource); unused != "" {
+		c.closeClient(unused)
 	}
 }
 
-// Client returns the shared source client for a resource's source spec.
-func (c *Connections) Client(spec *recoveryv1.SourceSpec, sec resolvedSecrets) (*source.Client, error) {
+// Client returns the shared source client for a resource's source spec, on
+// behalf of resource (namespace/name). A bearer token is only ever sent over
+// https: the CRD refuses a tokenSecretRef with an http:// url, and this
+// refuses it again for a resource stored under an older CRD.
+func (c *Connections) Client(resource string, spec *recoveryv1.SourceSpec, sec resolvedSecrets) (*source.Client, error) {
 	serverName := ""
 	if spec.TLS != nil {
 		serverName = spec.TLS.ServerName
@@ -204,10 +303,40 @@ func (c *Connections) Client(spec *recoveryv1.SourceSpec, sec resolvedSecrets) (
 	key := credentialKey(spec.URL, sec.token, string(sec.ca), serverName)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cl, ok := c.clients[key]; ok {
-		return cl, nil
+	if sc, ok := c.clients[key]; ok {
+		if unused := c.clientUsers.use(resource, key); unused != "" {
+			c.closeClient(unused)
+		}
+		return sc.cl, nil
 	}
-	cfg := source.ClientConfig{BaseURL: spec.URL, Token: sec.token}
+	sc, err := newSharedClient(spec, sec, serverName)
+	if err != nil {
+		// The resource no longer uses the client it had (its spec changed
+		// to something unusable).
+		if unused := c.clientUsers.forget(resource); unused != "" {
+			c.closeClient(unused)
+		}
+		return nil, err
+	}
+	if c.clients == nil {
+		c.clients = map[string]*sharedClient{}
+	}
+	c.clients[key] = sc
+	if unused := c.clientUsers.use(resource, key); unused != "" {
+		c.closeClient(unused)
+	}
+	return sc.cl, nil
+}
+
+// newSharedClient builds a source client over its own transport, kept so
+// that dropping the client can close its idle connections.
+func newSharedClient(spec *recoveryv1.SourceSpec, sec resolvedSecrets, serverName string) (*sharedClient, error) {
+	if sec.token != "" {
+		if u, err := url.Parse(spec.URL); err != nil || u.Scheme != "https" {
+			return nil, &invalidSpecError{"spec.source.tokenSecretRef requires an https:// url: a bearer token sent over plain http travels in cleartext"}
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if spec.TLS != nil {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
 		if len(sec.ca) > 0 {
@@ -217,17 +346,13 @@ func (c *Connections) Client(spec *recoveryv1.SourceSpec, sec resolvedSecrets) (
 			}
 			tc.RootCAs = pool
 		}
-		cfg.TLS = tc
+		tr.TLSClientConfig = tc
 	}
-	cl, err := source.NewClient(cfg)
+	cl, err := source.NewClient(source.ClientConfig{BaseURL: spec.URL, Token: sec.token, HTTPClient: &http.Client{Transport: tr}})
 	if err != nil {
 		return nil, &invalidSpecError{err.Error()}
 	}
-	if c.clients == nil {
-		c.clients = map[string]*source.Client{}
-	}
-	c.clients[key] = cl
-	return cl, nil
+	return &sharedClient{cl: cl, tr: tr}, nil
 }
 
 // ReleaseAll expires every lease owner holds in every database this manager
@@ -237,12 +362,13 @@ func (c *Connections) ReleaseAll(ctx context.Context, owner string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
-	for key, s := range c.stores {
-		if err := s.ReleaseAll(ctx, owner); err != nil {
+	for key, p := range c.stores {
+		if err := p.st.ReleaseAll(ctx, owner); err != nil {
 			errs = append(errs, err)
 		}
 		c.closeStore(key)
 	}
+	c.poolUsers = users{}
 	return errors.Join(errs...)
 }
 

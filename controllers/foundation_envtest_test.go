@@ -176,6 +176,9 @@ func TestEnvtest_APIServerRefusesBadSpecs(t *testing.T) {
 		{"tls over http", func(s map[string]any) {
 			s["source"] = map[string]any{"url": "http://member-0", "tls": map[string]any{"serverName": "member-0"}}
 		}, "source.tls requires an https:// url"},
+		{"bearer token over http", func(s map[string]any) {
+			s["source"] = map[string]any{"url": "http://member-0", "tokenSecretRef": map[string]any{"name": "member-token", "key": "token"}}
+		}, "source.tokenSecretRef requires an https:// url: a bearer token sent over plain http travels in cleartext"},
 		{"missing secret reference", func(s map[string]any) { s["database"] = map[string]any{} }, "spec.database.dsnSecretRef: Required value"},
 		{"secret reference without name", func(s map[string]any) {
 			s["database"] = map[string]any{"dsnSecretRef": map[string]any{"key": "dsn"}}

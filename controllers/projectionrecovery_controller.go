@@ -143,6 +143,7 @@ func (r *ProjectionRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.R
 
 func (r *ProjectionRecoveryReconciler) phases() []phase {
 	return []phase{
+		r.reconcileScopeClaim,
 		r.reconcileSuspend,
 		r.reconcileSecrets,
 		r.reconcileCycle,
@@ -186,7 +187,7 @@ func (r *ProjectionRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		return errors.New("ProjectionRecoveryReconciler: Owner must be set (the lease identity of this manager)")
 	}
 	if r.Connections == nil {
-		r.Connections = &Connections{}
+		r.Connections = &Connections{ApplySchema: r.AutoRecovery}
 	}
 	if r.Registry == nil {
 		r.Registry = completeness.NewRegistry(r.Clock.Now)
@@ -211,7 +212,10 @@ func (r *ProjectionRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error 
 	})); err != nil {
 		return err
 	}
-	b := ctrl.NewControllerManagedBy(mgr)
+	b, err := r.setupScopeClaim(mgr, ctrl.NewControllerManagedBy(mgr))
+	if err != nil {
+		return err
+	}
 	if r.Triggers != nil {
 		b = b.WatchesRawSource(crsource.Channel(r.Triggers, &handler.EnqueueRequestForObject{}))
 	}

@@ -82,7 +82,7 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 		return res
 	}
 
-	cl, err := r.Connections.Client(&spec.Source, s.secrets)
+	cl, err := r.Connections.Client(resourceKey(s.obj), &spec.Source, s.secrets)
 	if err != nil {
 		var inv *invalidSpecError
 		if errors.As(err, &inv) {
@@ -90,9 +90,10 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 		}
 		return fail(cycleResult{}, err)
 	}
+	// Store's errors carry their code (DATABASE_UNAVAILABLE, SCHEMA_MISSING).
 	st, err := r.Connections.Store(ctx, resourceKey(s.obj), s.secrets.dsn)
 	if err != nil {
-		return fail(cycleResult{}, &codes.Refusal{Code: codes.DatabaseUnavailable, Detail: "connecting to the projection database", Err: err})
+		return fail(cycleResult{}, err)
 	}
 
 	// Statement 1: the cursor, the only completeness claim (FR-APR05).

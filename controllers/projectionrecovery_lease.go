@@ -32,6 +32,15 @@ import (
 // the deletion forever; the lease then simply expires.
 func (r *ProjectionRecoveryReconciler) releaseLease(ctx context.Context, obj *recoveryv1.ProjectionRecovery) {
 	log := logf.FromContext(ctx)
+	// The lease identity is the manager's, shared by all its resources: a
+	// resource that does not own its scope (a refused duplicate) would
+	// release the owner's lease here.
+	if owns, err := r.ownsScope(ctx, obj); err != nil || !owns {
+		if err != nil {
+			log.Info("lease not released on deletion: scope ownership unknown; it expires on its own", "err", err.Error())
+		}
+		return
+	}
 	dsn, err := r.secretValue(ctx, obj.Namespace, "spec.database.dsnSecretRef", &obj.Spec.Database.DSNSecretRef)
 	if err != nil {
 		log.Info("lease not released on deletion: database Secret unavailable; it expires on its own", "reason", err.Error())

@@ -342,8 +342,15 @@ func TestController_TLSAndBearerToken(t *testing.T) {
 	createSecret(t, ns, "member-ca", map[string]string{"ca.crt": caPEM, "bad.crt": "not a certificate"})
 	createSecret(t, ns, "member-token", map[string]string{"token": token, "wrong": "not-the-token"})
 
+	// Each resource gets its own scope: a second resource on one scope is
+	// refused as a duplicate before it ever reaches the member. Only the
+	// first needs the fixture's run; the others are refused (by the CA
+	// check, by the member) before anything would be written.
 	withTLS := func(caKey, tokenKey string) func(*recoveryv1.ProjectionRecoverySpec) {
 		return func(s *recoveryv1.ProjectionRecoverySpec) {
+			if caKey != "ca.crt" || tokenKey != "token" {
+				s.Scope = "tls-" + strings.TrimSuffix(caKey, ".crt") + "-" + tokenKey
+			}
 			s.Source = recoveryv1.SourceSpec{
 				URL:            srv.URL,
 				TokenSecretRef: &recoveryv1.SecretKeySelector{Name: "member-token", Key: tokenKey},

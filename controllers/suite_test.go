@@ -150,6 +150,8 @@ func startManager(owner string, sel labels.Selector, autoRecovery bool, natsURL 
 	for _, o := range opts {
 		o(rec)
 	}
+	// The schema step follows the auto-recovery flag, as in cmd/manager.
+	rec.Connections.ApplySchema = rec.AutoRecovery
 	if natsURL != "" {
 		trig, err := NewNATSTrigger(natsURL, mgr.GetCache(), ctrl.Log.WithName("nats-trigger"))
 		if err != nil {

@@ -58,6 +58,15 @@ const (
 	// ReasonInvalidSpec: the spec passed the API server but cannot be used
 	// (e.g. an unparsable CA bundle).
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonDuplicateScope: another ProjectionRecovery already owns this
+	// resource's spec.scope. Every resource of one manager shares that
+	// manager's lease identity, so two resources on one scope would share one
+	// fence, flap each other's status, and deleting one would release the
+	// other's lease. The owner is the oldest resource of the scope by
+	// creationTimestamp (ties broken by namespace/name), so every manager
+	// agrees; the others are Stalled with this reason and run no cycle until
+	// the owner is deleted. The message names the owner.
+	ReasonDuplicateScope = "DuplicateScope"
 )
 
 // FinalizerName guards lease release on deletion.

@@ -71,6 +71,7 @@ type SourceTLS struct {
 
 // SourceSpec says where the member's catch-up contract (GET /recon/catchup-events) is served.
 // +kubebuilder:validation:XValidation:rule="!has(self.tls) || self.url.startsWith('https://')",message="source.tls requires an https:// url"
+// +kubebuilder:validation:XValidation:rule="!has(self.tokenSecretRef) || self.url.startsWith('https://')",message="source.tokenSecretRef requires an https:// url: a bearer token sent over plain http travels in cleartext, readable and replayable by anyone on the path"
 type SourceSpec struct {
 	// URL is the base URL of the member, http:// or https://, without the contract path.
 	// +required
@@ -79,7 +80,8 @@ type SourceSpec struct {
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="source.url must be an absolute http:// or https:// URL with a host, e.g. https://member-0.exchange.svc:8443"
 	URL string `json:"url"`
 
-	// TokenSecretRef names a bearer token sent to the member.
+	// TokenSecretRef names a bearer token sent to the member. It requires an
+	// https:// url: over plain http the token would travel in cleartext.
 	// +optional
 	TokenSecretRef *SecretKeySelector `json:"tokenSecretRef,omitempty"`
 

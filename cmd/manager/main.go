@@ -21,10 +21,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	goruntime "runtime"
+	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/go-logr/zapr"
@@ -46,6 +51,10 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/completeness"
 )
 
+// version is the release of this binary, stamped at build time with
+// -ldflags "-X main.version=v1.2.3"; "dev" for an unstamped build.
+var version = "dev"
+
 type options struct {
 	metricsAddr             string
 	probeAddr               string
@@ -60,14 +69,27 @@ type options struct {
 	natsURL                 string
 	ownerID                 string
 	watchLabelSelector      string
+	showVersion             bool
 }
 
-func parseFlags(args []string) (options, error) {
-	var o options
+// errVersion is returned by parseFlags for --version, as flag.ErrHelp is for
+// --help: both are requests answered on stdout with exit status 0, not errors.
+var errVersion = errors.New("version requested")
+
+// usageError is a command line the manager cannot run with (exit status 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// newFlagSet binds every flag to o. Its output is discarded: usage and
+// errors are printed once, by mainCode, to the right stream.
+func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address /healthz and /readyz bind to. Probes never depend on the recovery worker (FR-APR10).")
-	fs.BoolVar(&o.enableAutoRecovery, "enable-auto-recovery", false, "Apply verified pages to SQL. Off by default: the controller then only reports completeness (NFR-APR01).")
+	fs.BoolVar(&o.enableAutoRecovery, "enable-auto-recovery", false, "Apply verified pages to SQL (and recovery's tables where missing). Off by default: the controller then only reports completeness (NFR-APR01).")
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "Scopes reconciled in parallel by this manager.")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "Full resync period of the informer cache (cycles are scheduled by each resource's interval, not by this).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Use Kubernetes leader election. Not needed for write safety, which comes from the PostgreSQL lease fence (FR-APR08).")
@@ -78,19 +100,72 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.watchLabelSelector, "watch-label-selector", "", "Only reconcile ProjectionRecoveries matching this label selector (sharding scopes across managers).")
 	fs.BoolVar(&o.dev, "dev", false, "Human-readable console logs instead of JSON.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Minimum log level: debug, info, warn, error.")
+	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
+	return fs
+}
+
+// usage is the text of --help.
+func usage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: manager [flags]\n\nRuns the projection-recovery operator: reconciles ProjectionRecovery resources,\nmaking each scope's SQL projection provably complete again.\n\nFlags:\n")
+	fs := newFlagSet(&options{})
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	return b.String()
+}
+
+// parseFlags parses and validates the command line. It returns flag.ErrHelp
+// for -h/--help and errVersion for --version; any other error is a
+// *usageError.
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := newFlagSet(&o)
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, &usageError{err}
+	}
+	if o.showVersion {
+		return o, errVersion
 	}
 	if o.maxConcurrentReconciles < 1 {
-		return o, fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.maxConcurrentReconciles)
+		return o, &usageError{fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.maxConcurrentReconciles)}
 	}
 	if _, err := labels.Parse(o.watchLabelSelector); err != nil {
-		return o, fmt.Errorf("--watch-label-selector: %w", err)
+		return o, &usageError{fmt.Errorf("--watch-label-selector: %w", err)}
 	}
 	if o.syncPeriod < time.Minute {
-		return o, fmt.Errorf("--sync-period must be at least 1m, got %s", o.syncPeriod)
+		return o, &usageError{fmt.Errorf("--sync-period must be at least 1m, got %s", o.syncPeriod)}
 	}
 	return o, nil
+}
+
+// versionString is the --version answer: the stamped version, the Go
+// toolchain and, when the binary was built from a VCS checkout, its revision.
+func versionString() string {
+	s := "manager " + version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return s + " (" + goruntime.Version() + ")"
+	}
+	details := []string{bi.GoVersion}
+	var rev, modified string
+	for _, kv := range bi.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.modified":
+			modified = kv.Value
+		}
+	}
+	if rev != "" {
+		if modified == "true" {
+			rev += "-dirty"
+		}
+		details = append(details, "revision "+rev)
+	}
+	return s + " (" + strings.Join(details, ", ") + ")"
 }
 
 func newLogger(o options) (*zap.Logger, error) {
@@ -110,10 +185,30 @@ func newLogger(o options) (*zap.Logger, error) {
 }
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		os.Exit(1)
+	os.Exit(mainCode(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// mainCode runs the manager and returns the process exit status: 0 on a
+// clean stop and for --help and --version (answered on stdout), 2 for a
+// command line it cannot run with, 1 for any other failure.
+func mainCode(args []string, stdout, stderr io.Writer) int {
+	err := run(args)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage())
+		return 0
+	case errors.Is(err, errVersion):
+		fmt.Fprintln(stdout, versionString())
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "manager: %v\nRun 'manager --help' for usage.\n", err)
+		return 2
 	}
+	fmt.Fprintln(stderr, "manager:", err)
+	return 1
 }
 
 func run(args []string) error {
@@ -161,8 +256,10 @@ func run(args []string) error {
 		AutoRecovery:            o.enableAutoRecovery,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Owner:                   owner,
-		Connections:             &controllers.Connections{MaxConnsPerDSN: int32(max(2, o.maxConcurrentReconciles)), Log: ctrl.Log.WithName("notify")},
-		Registry:                registry,
+		// The schema step follows auto-recovery: on, recovery's tables are
+		// created where missing; off, their absence is SCHEMA_MISSING (NFR-APR01).
+		Connections: &controllers.Connections{MaxConnsPerDSN: int32(max(2, o.maxConcurrentReconciles)), ApplySchema: o.enableAutoRecovery, Log: ctrl.Log.WithName("notify")},
+		Registry:    registry,
 	}
 	if o.natsURL != "" {
 		trig, err := controllers.NewNATSTrigger(o.natsURL, mgr.GetCache(), ctrl.Log.WithName("nats-trigger"))
@@ -193,7 +290,7 @@ func run(args []string) error {
 		return err
 	}
 
-	log.Info("starting manager", "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect)
+	log.Info("starting manager", "version", versionString(), "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

@@ -17,6 +17,11 @@ limitations under the License.
 package main
 
 import (
+	"bytes"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 )
@@ -50,5 +55,92 @@ func TestParseFlags_DefaultsAndErrors(t *testing.T) {
 func TestDefaultOwner_Unique(t *testing.T) {
 	if a, b := defaultOwner(), defaultOwner(); a == b {
 		t.Fatalf("two managers on one host got the same lease owner %q", a)
+	}
+}
+
+// TestCLI_HelpExitsZero: --help (and -h) is a request, not an error: usage
+// on stdout, nothing on stderr, exit status 0.
+func TestCLI_HelpExitsZero(t *testing.T) {
+	for _, arg := range []string{"--help", "-h", "-help"} {
+		t.Run(arg, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := mainCode([]string{arg}, &out, &errb); code != 0 {
+				t.Fatalf("exit status %d, want 0 (stderr %q)", code, errb.String())
+			}
+			for _, want := range []string{"Usage: manager", "-enable-auto-recovery", "-version", "(default \":8082\")"} {
+				if !strings.Contains(out.String(), want) {
+					t.Fatalf("usage lacks %q:\n%s", want, out.String())
+				}
+			}
+			if errb.Len() != 0 {
+				t.Fatalf("stderr = %q, want nothing", errb.String())
+			}
+		})
+	}
+}
+
+// TestCLI_VersionPrintsBuild: --version prints the stamped version and the
+// Go toolchain on stdout and exits 0.
+func TestCLI_VersionPrintsBuild(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := mainCode([]string{"--version"}, &out, &errb); code != 0 {
+		t.Fatalf("exit status %d, want 0 (stderr %q)", code, errb.String())
+	}
+	got := out.String()
+	if !strings.HasPrefix(got, "manager "+version+" (") || !strings.Contains(got, goruntime.Version()) || !strings.HasSuffix(got, ")\n") {
+		t.Fatalf("--version printed %q, want \"manager %s (%s...)\"", got, version, goruntime.Version())
+	}
+}
+
+// TestCLI_UsageErrorExitsTwo: an unknown flag or an invalid value is a usage
+// error: exit status 2 and a hint on stderr, nothing on stdout.
+func TestCLI_UsageErrorExitsTwo(t *testing.T) {
+	for _, args := range [][]string{{"--bogus"}, {"--sync-period=1s"}} {
+		var out, errb bytes.Buffer
+		if code := mainCode(args, &out, &errb); code != 2 {
+			t.Fatalf("%v: exit status %d, want 2", args, code)
+		}
+		if !strings.Contains(errb.String(), "Run 'manager --help' for usage.") || out.Len() != 0 {
+			t.Fatalf("%v: stdout %q stderr %q", args, out.String(), errb.String())
+		}
+	}
+	if _, err := parseFlags([]string{"--version"}); !errors.Is(err, errVersion) {
+		t.Fatalf("parseFlags(--version) = %v, want errVersion", err)
+	}
+}
+
+// TestCLI_BinaryHelpAndVersion builds the real binary the way a release does
+// (-ldflags -X main.version=...) and runs it: --help and --version exit 0.
+func TestCLI_BinaryHelpAndVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the manager binary")
+	}
+	bin := filepath.Join(t.TempDir(), "manager")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		arg, want string
+		code      int
+	}{
+		{"--help", "-enable-auto-recovery", 0},
+		{"--version", "manager v9.9.9-test (go", 0},
+		{"--no-such-flag", "", 2},
+	} {
+		var out bytes.Buffer
+		cmd := exec.Command(bin, tc.arg)
+		cmd.Stdout = &out
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.code || !strings.Contains(out.String(), tc.want) {
+			t.Fatalf("manager %s: exit %d (want %d), stdout %q (want it to contain %q)", tc.arg, code, tc.code, out.String(), tc.want)
+		}
 	}
 }
