@@ -230,8 +230,12 @@ func (c *Connections) Start(ctx context.Context) error {
 }
 
 // startPublisher runs the outbox publisher of a pool. Callers hold c.mu.
+//
+// A manager with auto-recovery off (ApplySchema false) runs no publisher:
+// marking an outbox row sent is a write, and such a manager writes nothing to
+// SQL (NFR-APR01). The rows wait for a manager with auto-recovery on.
 func (c *Connections) startPublisher(key string, s *store.Store) {
-	if c.NATS == nil {
+	if c.NATS == nil || !c.ApplySchema {
 		return
 	}
 	if _, running := c.cancelPub[key]; running {
