@@ -8,6 +8,9 @@ LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 export KUBEBUILDER_ASSETS ?= $(LOCALBIN)/k8s
+# The version stamped into the binaries (manager --version).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
 # Benchmark sizes (events) for `make bench`; `make test` runs the small defaults.
 BENCH_EVENTS ?= 1000000
 
@@ -55,7 +58,7 @@ verify-requirements: ## Fail when a requirement id cited in code or tests is not
 
 .PHONY: build
 build: ## Build the manager and the reference member.
-	go build -o $(LOCALBIN)/manager ./cmd/manager
+	go build -ldflags "$(LDFLAGS)" -o $(LOCALBIN)/manager ./cmd/manager
 	go build -o $(LOCALBIN)/member ./cmd/member
 
 ##@ Test
