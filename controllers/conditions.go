@@ -21,7 +21,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 )
+
+// conditionReasonSchemaMissing is the conditions' reason (CamelCase, like the
+// other condition reasons) when status.reason is codes.SchemaMissing.
+const conditionReasonSchemaMissing = "SchemaMissing"
 
 // conditionSet is the kstatus triple derived from one outcome. Computing all
 // three together (rather than setting them one by one in phases) guarantees
@@ -49,6 +54,11 @@ func conditionsFor(state recoveryv1.RecoveryState, reason, message string) condi
 	switch reason {
 	case recoveryv1.ReasonSecretNotFound, recoveryv1.ReasonInvalidSpec:
 		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, reason, message}
+	case string(codes.SchemaMissing):
+		// Only an operator can apply the migration (`manager migrate`):
+		// Stalled, like a spec that cannot be used. Not BLOCKED: nothing is
+		// wrong with the projection itself.
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, conditionReasonSchemaMissing, message}
 	case recoveryv1.ReasonSuspended, recoveryv1.ReasonAutoRecoveryDisabled:
 		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse, reason, message}
 	}
