@@ -71,7 +71,7 @@ func conditionsFor(state recoveryv1.RecoveryState, reason, message string) condi
 // applyConditions writes the triple onto conditions for generation. now comes
 // from the injected clock; meta.SetStatusCondition keeps lastTransitionTime
 // when a condition's status does not change, so re-applying the same set is a
-// no-op and the status patch stays empty.
+// no-op and no status write follows.
 func applyConditions(conds *[]metav1.Condition, set conditionSet, generation int64, now metav1.Time) {
 	for _, c := range []struct {
 		typ    string

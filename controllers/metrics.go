@@ -75,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		cycles: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "projection_recovery_cycle_duration_seconds",
 			Help: "Duration of one bounded cycle.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, labels),
 		statusWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "projection_recovery_status_writes_total",
-			Help: "Status patches sent to the API server (unchanged status is never written)."}),
+			Help: "Status writes sent to the API server (unchanged status is never written)."}),
 	}
 	for _, c := range []prometheus.Collector{m.lag, m.verified, m.boundary, m.pages, m.events, m.refusals, m.cycles, m.statusWrites} {
 		if err := reg.Register(c); err != nil {
@@ -115,7 +115,7 @@ func (m *Metrics) observeStatus(obj *recoveryv1.ProjectionRecovery) {
 	m.lag.With(l).Set(float64(st.Lag))
 }
 
-// StatusWrites returns the number of status patches sent (benchmarks).
+// StatusWrites returns the number of status writes sent (benchmarks).
 func (m *Metrics) StatusWrites() float64 {
 	var d dto.Metric
 	if err := m.statusWrites.Write(&d); err != nil || d.Counter == nil {

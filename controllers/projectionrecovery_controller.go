@@ -16,7 +16,7 @@ limitations under the License.
 
 // Package controllers holds the ProjectionRecovery reconciler. Reconcile is
 // thin: get, finalizer, a slice of small phases over a scope struct, one
-// status patch, requeue. Decisions live in pure functions with an injected clock.
+// optimistically locked status write, requeue. Decisions live in pure functions with an injected clock.
 package controllers
 
 import (
