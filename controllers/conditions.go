@@ -21,7 +21,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 )
+
+// conditionReasonSchemaMissing is the conditions' reason (CamelCase, like the
+// other condition reasons) when status.reason is codes.SchemaMissing.
+const conditionReasonSchemaMissing = "SchemaMissing"
 
 // conditionSet is the kstatus triple derived from one outcome. Computing all
 // three together (rather than setting them one by one in phases) guarantees
@@ -49,6 +54,11 @@ func conditionsFor(state recoveryv1.RecoveryState, reason, message string) condi
 	switch reason {
 	case recoveryv1.ReasonSecretNotFound, recoveryv1.ReasonInvalidSpec, recoveryv1.ReasonDuplicateScope:
 		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, reason, message}
+	case string(codes.SchemaMissing):
+		// Only an operator can apply the migration (`manager migrate`):
+		// Stalled, like a spec that cannot be used. Not BLOCKED: nothing is
+		// wrong with the projection itself.
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, conditionReasonSchemaMissing, message}
 	case recoveryv1.ReasonSuspended, recoveryv1.ReasonAutoRecoveryDisabled:
 		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse, reason, message}
 	}
@@ -61,7 +71,7 @@ func conditionsFor(state recoveryv1.RecoveryState, reason, message string) condi
 // applyConditions writes the triple onto conditions for generation. now comes
 // from the injected clock; meta.SetStatusCondition keeps lastTransitionTime
 // when a condition's status does not change, so re-applying the same set is a
-// no-op and the status patch stays empty.
+// no-op and no status write follows.
 func applyConditions(conds *[]metav1.Condition, set conditionSet, generation int64, now metav1.Time) {
 	for _, c := range []struct {
 		typ    string

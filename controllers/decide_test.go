@@ -149,6 +149,7 @@ func TestConditionsFor_AtMostOneTrue(t *testing.T) {
 		{recoveryv1.StateBlocked, "ORPHAN_TRADE", "False", "False", "True", recoveryv1.ReasonBlocked},
 		{"", recoveryv1.ReasonSecretNotFound, "False", "False", "True", recoveryv1.ReasonSecretNotFound},
 		{"", recoveryv1.ReasonInvalidSpec, "False", "False", "True", recoveryv1.ReasonInvalidSpec},
+		{"", string(codes.SchemaMissing), "False", "False", "True", conditionReasonSchemaMissing},
 		{"", recoveryv1.ReasonSuspended, "False", "False", "False", recoveryv1.ReasonSuspended},
 		{"", recoveryv1.ReasonAutoRecoveryDisabled, "False", "False", "False", recoveryv1.ReasonAutoRecoveryDisabled},
 		{"", "", "False", "True", "False", recoveryv1.ReasonAwaitingFirstCycle},
@@ -238,6 +239,121 @@ func TestObserverRequeue(t *testing.T) {
 	for _, tc := range cases {
 		if got := observerRequeue(now, tc.expires, tc.interval); got != tc.want {
 			t.Errorf("observerRequeue(expires in %s) = %s, want %s", tc.expires.Sub(now), got, tc.want)
+		}
+	}
+}
+
+func TestGateOf(t *testing.T) {
+	f := int64(100)
+	active := store.Run{RunID: 1, Scope: "s", Epoch: 1, Managed: true, Selected: true, Phase: store.PhaseActive}
+	draining := active
+	draining.Phase, draining.FrozenSeq = store.PhaseDraining, &f
+	sealed := active
+	sealed.Phase = store.PhaseSealed
+	abandoned := active
+	abandoned.Phase = "ABANDONED"
+	unmanaged := active
+	unmanaged.Managed = false
+	at := func(v int64) store.Cursor { return store.Cursor{Exists: true, VerifiedThroughSeq: v} }
+	cases := []struct {
+		name        string
+		cur         store.Cursor
+		run         store.Run
+		wantCode    codes.Code
+		wantDrained bool
+	}{
+		{"active run fetches", at(50), active, "", false},
+		{"no selected run", at(50), store.Run{Scope: "s"}, codes.NotEligible, false},
+		{"sealed", at(50), sealed, codes.NotEligible, false},
+		{"abandoned", at(50), abandoned, codes.NotEligible, false},
+		{"not managed", at(50), unmanaged, codes.NotEligible, false},
+		{"draining below f fetches", at(99), draining, "", false},
+		{"draining at f: CURRENT, nothing fetched", at(100), draining, "", true},
+		{"draining past f", at(101), draining, codes.BeyondFrozen, false},
+		{"genesis on a draining run fetches", store.Genesis("s"), draining, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gateOf(tc.cur, tc.run)
+			if g.code != tc.wantCode || g.drained != tc.wantDrained {
+				t.Fatalf("gateOf = %+v, want code %q drained %v", g, tc.wantCode, tc.wantDrained)
+			}
+			if g.code != "" && !strings.Contains(g.detail, string(g.code)) {
+				t.Fatalf("detail %q does not name the code", g.detail)
+			}
+		})
+	}
+}
+
+func TestEffectiveBoundaryAndLag(t *testing.T) {
+	f := int64(100)
+	cases := []struct {
+		name                  string
+		boundary, verified    int64
+		frozen                *int64
+		wantBoundary, wantLag int64
+		wantState             recoveryv1.RecoveryState
+	}{
+		{"active behind", 200, 150, nil, 200, 50, recoveryv1.StateCatchingUp},
+		{"active current", 200, 200, nil, 200, 0, recoveryv1.StateCurrent},
+		{"draining at f, member past it", 200, 100, &f, 100, 0, recoveryv1.StateCurrent},
+		{"draining below f", 200, 60, &f, 100, 40, recoveryv1.StateCatchingUp},
+		{"draining, member still below f", 80, 80, &f, 80, 0, recoveryv1.StateCurrent},
+		{"never negative", 50, 60, nil, 50, 0, recoveryv1.StateCurrent},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := effectiveBoundary(tc.boundary, tc.frozen)
+			if b != tc.wantBoundary {
+				t.Fatalf("effectiveBoundary = %d, want %d", b, tc.wantBoundary)
+			}
+			if lag := lagOf(tc.boundary, tc.verified, tc.frozen); lag != tc.wantLag {
+				t.Fatalf("lagOf = %d, want %d", lag, tc.wantLag)
+			}
+			if st := stateAfterProgress(tc.verified, b, false); st != tc.wantState {
+				t.Fatalf("state = %s, want %s", st, tc.wantState)
+			}
+		})
+	}
+}
+
+// TestProgressMessage_DependsOnTheCursorOnly: the holder and the observers
+// write the same message for the same cursor (no status flapping), and a
+// drained DRAINING run says why its lag is 0 below the member's boundary.
+func TestProgressMessage_DependsOnTheCursorOnly(t *testing.T) {
+	f := int64(100)
+	cases := []struct {
+		verified, boundary int64
+		frozen             *int64
+		want               string
+	}{
+		{150, 200, nil, "verified through 150 of boundary 200"},
+		{60, 200, &f, "verified through 60 of the DRAINING run's frozen sequence 100 (the member's boundary is 200)"},
+		{100, 200, &f, "DRAINING run verified through its frozen sequence 100; nothing past it is fetched (the member's boundary is 200)"},
+		{80, 80, &f, "verified through 80 of boundary 80"},
+	}
+	for _, tc := range cases {
+		if got := progressMessage(tc.verified, tc.boundary, tc.frozen); got != tc.want {
+			t.Errorf("progressMessage(%d, %d) = %q, want %q", tc.verified, tc.boundary, got, tc.want)
+		}
+	}
+}
+
+func TestLeaseNeedsRenewal(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	ttl := 10 * time.Second
+	cases := []struct {
+		elapsed time.Duration
+		want    bool
+	}{
+		{0, false},
+		{4 * time.Second, false},
+		{5 * time.Second, true},  // half the lease gone: renew before writing
+		{12 * time.Second, true}, // expired during a slow fetch: take it again
+	}
+	for _, tc := range cases {
+		if got := leaseNeedsRenewal(t0, t0.Add(tc.elapsed), ttl); got != tc.want {
+			t.Errorf("leaseNeedsRenewal(after %s) = %v, want %v", tc.elapsed, got, tc.want)
 		}
 	}
 }

@@ -75,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		cycles: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "projection_recovery_cycle_duration_seconds",
 			Help: "Duration of one bounded cycle.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, labels),
 		statusWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "projection_recovery_status_writes_total",
-			Help: "Status patches sent to the API server (unchanged status is never written)."}),
+			Help: "Status writes sent to the API server (unchanged status is never written)."}),
 	}
 	for _, c := range []prometheus.Collector{m.lag, m.verified, m.boundary, m.pages, m.events, m.refusals, m.cycles, m.statusWrites} {
 		if err := reg.Register(c); err != nil {
@@ -88,22 +88,34 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// observeCycle counts what one cycle did. The gauges are not set here: they
+// follow status (observeStatus), so a cycle that could not read the cursor
+// never exports VERIFIED 0.
 func (m *Metrics) observeCycle(obj *recoveryv1.ProjectionRecovery, res cycleResult, took time.Duration) {
 	l := prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope}
 	m.cycles.With(l).Observe(took.Seconds())
 	m.pages.With(l).Add(float64(res.pages))
 	m.events.With(l).Add(float64(res.events))
-	m.verified.With(l).Set(float64(res.cursor.VerifiedThroughSeq))
-	if b := max(res.boundary, res.cursor.LastObservedBoundarySeq); b > 0 {
-		m.boundary.With(l).Set(float64(b))
-		m.lag.With(l).Set(float64(max(0, b-res.cursor.VerifiedThroughSeq)))
-	}
 	if res.state == recoveryv1.StateRetrying || res.state == recoveryv1.StateBlocked {
 		m.refusals.With(prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope, "code": res.reason}).Inc()
 	}
 }
 
-// StatusWrites returns the number of status patches sent (benchmarks).
+// observeStatus sets the gauges from the object's status, the one place the
+// scope's completeness is reported (status, the completeness endpoint and
+// these series never disagree). A scope never checked exports no series.
+func (m *Metrics) observeStatus(obj *recoveryv1.ProjectionRecovery) {
+	st := &obj.Status
+	if !hasCursor(st) {
+		return
+	}
+	l := prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope}
+	m.verified.With(l).Set(float64(st.VerifiedThroughSeq))
+	m.boundary.With(l).Set(float64(st.ObservedBoundarySeq))
+	m.lag.With(l).Set(float64(st.Lag))
+}
+
+// StatusWrites returns the number of status writes sent (benchmarks).
 func (m *Metrics) StatusWrites() float64 {
 	var d dto.Metric
 	if err := m.statusWrites.Write(&d); err != nil || d.Counter == nil {

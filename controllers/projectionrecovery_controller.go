@@ -16,7 +16,7 @@ limitations under the License.
 
 // Package controllers holds the ProjectionRecovery reconciler. Reconcile is
 // thin: get, finalizer, a slice of small phases over a scope struct, one
-// status patch, requeue. Decisions live in pure functions with an injected clock.
+// optimistically locked status write, requeue. Decisions live in pure functions with an injected clock.
 package controllers
 
 import (
@@ -131,15 +131,44 @@ func (r *ProjectionRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.R
 		}
 	}
 
-	result := r.computeStatus(s)
-	if err := r.patchStatus(ctx, before, obj); err != nil {
-		return ctrl.Result{}, err // controller-runtime logs it and retries with its rate limiter
+	if ctx.Err() != nil {
+		// The manager is shutting down: whatever the cancelled cycle saw is
+		// an artefact of the cancellation. Write nothing and report no error
+		// (a clean shutdown logs no "Reconciler error").
+		r.Registry.CycleEnded(obj.Namespace, obj.Name, obj.Spec.Scope, r.Clock.Now(), completenessOf(&before.Status))
+		log.V(1).Info("reconcile cancelled; status left as it was")
+		return ctrl.Result{}, nil
 	}
 	if phaseErr != nil {
-		log.V(1).Info("reconcile phase failed; retrying", "err", redact(phaseErr.Error(), s.secrets))
+		// The generation was not evaluated: keep the previous conditions and
+		// observedGeneration, and let controller-runtime retry with its rate
+		// limiter (an error never comes with a RequeueAfter).
+		return ctrl.Result{}, phaseErr
 	}
-	return result, phaseErr
+
+	result := r.computeStatus(s)
+	err := r.writeStatus(ctx, before, obj)
+	switch {
+	case apierrors.IsConflict(err):
+		// Another manager (or this one, through a lagging cache) wrote status
+		// since it was read: compute again from a fresh read soon. Not an
+		// error: it is how several managers share one object.
+		log.V(1).Info("status changed since it was read; requeueing")
+		r.Registry.CycleEnded(obj.Namespace, obj.Name, obj.Spec.Scope, r.Clock.Now(), completenessOf(&before.Status))
+		return ctrl.Result{RequeueAfter: conflictRequeue}, nil
+	case apierrors.IsNotFound(err) || (err != nil && ctx.Err() != nil):
+		return ctrl.Result{}, nil // deleted, or shutting down
+	case err != nil:
+		return ctrl.Result{}, err // controller-runtime logs it and retries with its rate limiter
+	}
+	r.publish(ctx, before, obj) // an unchanged status publishes no transition
+
+	return result, nil
 }
+
+// conflictRequeue is how soon a reconcile whose status write lost an
+// optimistic-lock race runs again.
+const conflictRequeue = 250 * time.Millisecond
 
 func (r *ProjectionRecoveryReconciler) phases() []phase {
 	return []phase{

@@ -20,13 +20,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -37,7 +38,15 @@ type cycleResult struct {
 	reason  string // stable code when RETRYING or BLOCKED (a codes.Code), or a spec reason
 	message string
 
-	cursor   store.Cursor // latest known cursor (after the last committed page)
+	cursor store.Cursor // latest known cursor (after the last committed page)
+	// cursorRead: this cycle read the cursor and the selected run from SQL.
+	// When false (database unreachable, schema missing, spec unusable) cursor
+	// is the zero value and must not be reported: status keeps the last
+	// values it knew, or it would claim VERIFIED 0 / LAG B during an outage.
+	cursorRead bool
+	// frozen is the frozen sequence of a DRAINING run: the scope is caught up
+	// only to min(boundary, frozen) (FR-APR09).
+	frozen   *int64
 	boundary int64        // latest observed source boundary (0: none observed)
 	lease    *store.Lease // lease held or observed, when known
 	pages    int          // pages committed by this cycle
@@ -47,18 +56,33 @@ type cycleResult struct {
 	observer bool
 }
 
+// cycleDeadline is the hard stop of one cycle. No page starts after
+// cycleTimeout; the fetch in flight then is bounded by the source client's
+// request timeout, and every write by the lease duration (one to take or
+// renew the lease, one for the page transaction). The lease duration alone
+// would be wrong: it would include the fetch, and a member whose replay takes
+// longer than the lease could never make progress.
+func cycleDeadline(spec *recoveryv1.ProjectionRecoverySpec) time.Duration {
+	return spec.EffectiveCycleTimeout() + source.DefaultTimeout + 2*spec.EffectiveLeaseDuration()
+}
+
 // reconcileCycle runs one bounded cycle (FR-APR10) and records its outcome
 // on the scope: at most pagesPerCycle pages, no new page started after
-// cycleTimeout, and a hard deadline of one lease duration so that a stuck
-// source or database can never keep the worker past its lease.
+// cycleTimeout, and a hard deadline (cycleDeadline) so that a stuck source or
+// database can never hold the worker.
 func (r *ProjectionRecoveryReconciler) reconcileCycle(ctx context.Context, s *recoveryScope) error {
 	obj := s.obj
 	r.Registry.CycleStarted(obj.Namespace, obj.Name, obj.Spec.Scope, s.now, r.AutoRecovery)
 	start := r.Clock.Now()
 
-	cctx, cancel := context.WithTimeout(ctx, obj.Spec.EffectiveLeaseDuration())
+	cctx, cancel := context.WithTimeout(ctx, cycleDeadline(&obj.Spec))
 	defer cancel()
 	res := r.runCycle(cctx, s)
+	if ctx.Err() != nil {
+		// Shutdown cancelled the cycle: its failure is an artefact of the
+		// cancellation, not an outcome of the scope. Reconcile writes nothing.
+		return nil
+	}
 
 	s.cycle = &res
 	s.state, s.reason, s.message = res.state, res.reason, res.message
@@ -73,13 +97,7 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 	spec := &s.obj.Spec
 	log := logf.FromContext(ctx).WithValues("scope", spec.Scope)
 	fail := func(res cycleResult, err error) cycleResult {
-		var code codes.Code
-		res.state, code = classify(err)
-		// Driver errors can echo parts of a connection string: redact before
-		// the message reaches status, events or logs.
-		res.reason, res.message = string(code), redact(err.Error(), s.secrets)
-		log.V(1).Info("cycle failed", "code", code, "state", res.state, "err", res.message)
-		return res
+		return failed(log, res, err, s.secrets)
 	}
 
 	cl, err := r.Connections.Client(resourceKey(s.obj), &spec.Source, s.secrets)
@@ -96,12 +114,16 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 		return fail(cycleResult{}, err)
 	}
 
-	// Statement 1: the cursor, the only completeness claim (FR-APR05).
-	cur, err := st.ReadCursor(ctx, spec.Scope)
+	// Statement 1: the cursor, the only completeness claim (FR-APR05), and
+	// the selected run, re-checked at every cycle, idle or not (FR-APR09).
+	cur, run, err := st.ReadScope(ctx, spec.Scope)
 	if err != nil {
 		return fail(cycleResult{}, err)
 	}
-	res := cycleResult{cursor: cur, boundary: cur.LastObservedBoundarySeq}
+	res := cycleResult{cursor: cur, cursorRead: true, boundary: cur.LastObservedBoundarySeq, frozen: frozenSeq(run)}
+	if g := gateOf(cur, run); g.code != "" || g.drained {
+		return r.gated(ctx, log, st, spec, res, g)
+	}
 
 	// Request 1: the page after the cursor. For a CURRENT scope this is the
 	// idle probe (FR-APR04: no replay on the member when nothing is new).
@@ -115,50 +137,138 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 	if !r.AutoRecovery {
 		// Read-only (NFR-APR01): report completeness, write nothing.
 		res.readOnly = true
-		res.state = stateAfterProgress(cur.VerifiedThroughSeq, page.BoundarySeq, page.Idle)
-		res.message = fmt.Sprintf("auto-recovery is disabled on this manager: verified through %d of boundary %d, nothing written", cur.VerifiedThroughSeq, page.BoundarySeq)
+		res.state = stateAfterProgress(cur.VerifiedThroughSeq, effectiveBoundary(page.BoundarySeq, res.frozen), page.Idle)
+		res.message = fmt.Sprintf("auto-recovery is disabled on this manager: %s, nothing written", progressMessage(cur.VerifiedThroughSeq, page.BoundarySeq, res.frozen))
 		return res
 	}
 	if idleCheckSuffices(cur, pageView{idle: page.Idle, boundary: page.BoundarySeq, through: page.ThroughSeq}) {
 		res.state = recoveryv1.StateCurrent
-		res.message = currentMessage(cur.VerifiedThroughSeq, page.BoundarySeq)
+		res.message = progressMessage(cur.VerifiedThroughSeq, page.BoundarySeq, res.frozen)
 		return res
 	}
+	return r.applyPages(ctx, log, s, st, cl, run, page, res)
+}
 
-	// Something to write: take (or renew) the fenced lease (FR-APR08), then
-	// read the run barrier the pages are checked against (FR-APR09).
+// failed records a cycle's final error on res: its state and stable code
+// (classify), the message redacted (driver errors can echo parts of a
+// connection string). A missing recovery schema is not a state of the scope:
+// it leaves the state as it was and says what to run.
+func failed(log logr.Logger, res cycleResult, err error, sec resolvedSecrets) cycleResult {
+	if codes.Of(err) == codes.SchemaMissing {
+		res.state, res.reason = "", string(codes.SchemaMissing)
+		res.message = "the projection database lacks recovery's tables: run `manager migrate` against it (or run a manager with auto-recovery enabled, which applies the migration): " + redact(err.Error(), sec)
+		return res
+	}
+	var code codes.Code
+	res.state, code = classify(err)
+	res.reason, res.message = string(code), redact(err.Error(), sec)
+	log.V(1).Info("cycle failed", "code", code, "state", res.state, "err", res.message)
+	return res
+}
+
+// gated reports a cycle that ends before any request to the member: the run
+// is not eligible (BLOCKED NOT_ELIGIBLE, sealed/unselected scopes need
+// review), the cursor is past a DRAINING run's frozen sequence (BLOCKED
+// BEYOND_FROZEN), or it reached it (CURRENT: nothing past f is ever fetched,
+// FR-APR09). With auto-recovery on, the outcome is mirrored into the SQL
+// cursor when it says otherwise (best-effort, under the fence).
+func (r *ProjectionRecoveryReconciler) gated(ctx context.Context, log logr.Logger, st *store.Store, spec *recoveryv1.ProjectionRecoverySpec, res cycleResult, g gate) cycleResult {
+	cur := res.cursor
+	if g.drained {
+		res.state = recoveryv1.StateCurrent
+		res.message = progressMessage(cur.VerifiedThroughSeq, res.boundary, res.frozen)
+		if r.AutoRecovery && cur.State != store.StateCurrent {
+			r.recordBestEffort(ctx, log, st, spec, store.StateCurrent, "", res.boundary)
+		}
+		return res
+	}
+	res.state, res.reason, res.message = recoveryv1.StateBlocked, string(g.code), g.detail
+	if r.AutoRecovery && (cur.State != store.StateBlocked || cur.BlockedReason != string(g.code)) {
+		r.recordBestEffort(ctx, log, st, spec, store.StateBlocked, g.code, res.boundary)
+	}
+	return res
+}
+
+// recordBestEffort takes the lease just long enough to record an outcome on
+// the cursor. A lease held by another live manager is left alone: that
+// manager records the same outcome itself.
+func (r *ProjectionRecoveryReconciler) recordBestEffort(ctx context.Context, log logr.Logger, st *store.Store, spec *recoveryv1.ProjectionRecoverySpec, state string, code codes.Code, boundary int64) {
 	lease, err := st.AcquireLease(ctx, spec.Scope, r.Owner, spec.EffectiveLeaseDuration())
-	if err != nil {
-		held, rerr := st.ReadLease(ctx, spec.Scope)
-		if rerr == nil && held.Owner != "" {
-			res.lease = &held
-		}
-		if codes.Of(err) == codes.LeaseHeld && rerr == nil && held.Owner != "" && held.Owner != r.Owner {
-			return observe(res, cur, held)
-		}
-		return fail(res, err)
+	if err == nil {
+		err = st.RecordOutcome(ctx, lease, spec.Scope, state, code, boundary)
 	}
-	res.lease = &lease
-	run, err := st.SelectedRun(ctx, spec.Scope)
 	if err != nil {
-		return r.recordFailure(ctx, log, st, lease, fail(res, err))
+		log.V(1).Info("could not record the outcome on the cursor", "state", state, "code", code, "err", err.Error())
 	}
+}
 
+// leaseKeeper holds the scope's fenced lease (FR-APR08) across the pages of
+// one cycle. The lease is taken only once a page is fetched and verified and
+// renewed before a page's transaction when half its duration has passed, so
+// its clock covers the writes and never a fetch: a member slower than the
+// lease still lets the scope progress. "Half" is measured on the local
+// monotonic clock from before the statement that set the expiry, so clock
+// skew between this manager and the database cannot overstate what is left.
+type leaseKeeper struct {
+	st           *store.Store
+	scope, owner string
+	ttl          time.Duration
+	clock        clock.PassiveClock
+
+	lease store.Lease
+	at    time.Time // when the statement that set lease was sent; zero: none
+}
+
+func (k *leaseKeeper) ensure(ctx context.Context) (store.Lease, error) {
+	if !k.at.IsZero() && !leaseNeedsRenewal(k.at, k.clock.Now(), k.ttl) {
+		return k.lease, nil
+	}
+	sent := k.clock.Now()
+	l, err := k.st.AcquireLease(ctx, k.scope, k.owner, k.ttl)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	k.lease, k.at = l, sent
+	return l, nil
+}
+
+// applyPages writes the fetched page and the following ones, each in its own
+// fenced transaction (FR-APR06/08), within the cycle's page and time budget.
+func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.Logger, s *recoveryScope, st *store.Store, cl *source.Client, run store.Run, page *source.Page, res cycleResult) cycleResult {
+	spec := &s.obj.Spec
+	fail := func(res cycleResult, err error) cycleResult { return failed(log, res, err, s.secrets) }
+	keeper := &leaseKeeper{st: st, scope: spec.Scope, owner: r.Owner, ttl: spec.EffectiveLeaseDuration(), clock: r.Clock}
 	budgetEnd := r.Clock.Now().Add(spec.EffectiveCycleTimeout())
 	for {
+		lease, err := keeper.ensure(ctx)
+		if err != nil {
+			held, rerr := st.ReadLease(ctx, spec.Scope)
+			if rerr == nil && held.Owner != "" {
+				res.lease = &held
+			}
+			if codes.Of(err) == codes.LeaseHeld && rerr == nil && held.Owner != "" && held.Owner != r.Owner {
+				return observe(res, res.cursor, held)
+			}
+			return fail(res, err)
+		}
+		res.lease = &lease
 		if page.Idle {
 			// Verified through B already; record the boundary and state once.
 			if err := st.RecordOutcome(ctx, lease, spec.Scope, store.StateCurrent, "", page.BoundarySeq); err != nil {
 				return fail(res, err)
 			}
-			res.cursor.State, res.cursor.LastObservedBoundarySeq = store.StateCurrent, page.BoundarySeq
+			res.cursor.State, res.cursor.LastObservedBoundarySeq = store.StateCurrent, max(res.cursor.LastObservedBoundarySeq, page.BoundarySeq)
 			res.state = recoveryv1.StateCurrent
-			res.message = currentMessage(res.cursor.VerifiedThroughSeq, page.BoundarySeq)
+			res.message = progressMessage(res.cursor.VerifiedThroughSeq, page.BoundarySeq, res.frozen)
 			return res
 		}
-		pr, err := st.ApplyPage(ctx, lease, run, page)
+		// The transaction is bounded by the lease: it locks the lease row
+		// first, so past that a takeover waits for it; it must not wait forever.
+		wctx, cancel := context.WithTimeout(ctx, keeper.ttl)
+		pr, err := st.ApplyPage(wctx, lease, run, page)
+		cancel()
 		if err != nil {
-			return r.recordFailure(ctx, log, st, lease, fail(res, err))
+			return r.recordFailure(ctx, log, keeper, fail(res, err))
 		}
 		res.pages++
 		res.events += pr.Applied
@@ -168,18 +278,19 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 		}
 		if pr.Current() {
 			res.state = recoveryv1.StateCurrent
-			res.message = currentMessage(pr.VerifiedThroughSeq, pr.BoundarySeq)
+			res.message = progressMessage(pr.VerifiedThroughSeq, pr.BoundarySeq, res.frozen)
 			return res
 		}
 		if res.pages >= spec.EffectivePagesPerCycle() || !r.Clock.Now().Before(budgetEnd) {
 			res.state = recoveryv1.StateCatchingUp
-			res.message = fmt.Sprintf("verified through %d of boundary %d; %d pages (%d events) applied this cycle", pr.VerifiedThroughSeq, res.boundary, res.pages, res.events)
+			res.message = progressMessage(pr.VerifiedThroughSeq, res.boundary, res.frozen)
+			log.V(1).Info("cycle budget used", "pages", res.pages, "events", res.events, "verified", pr.VerifiedThroughSeq)
 			return res
 		}
 		page, err = cl.Fetch(ctx, pr.VerifiedThroughSeq, pr.ChainDigest, run.DescriptorHash, spec.EffectivePageSize())
 		if err != nil {
 			res.boundary = max(res.boundary, refusalBoundary(err))
-			return r.recordFailure(ctx, log, st, lease, fail(res, err))
+			return r.recordFailure(ctx, log, keeper, fail(res, err))
 		}
 		res.boundary = page.BoundarySeq
 	}
@@ -189,18 +300,20 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 // not a failure of the scope: the other manager is doing the work, and the
 // SQL cursor (which only the lease holder writes, FR-APR05/08) says how far it
 // got. Reporting RETRYING/LEASE_HELD instead would make the status of every
-// scope flap between the managers of a multi-replica deployment.
+// scope flap between the managers of a multi-replica deployment; for the same
+// reason the message is the one the holder writes for the same cursor.
 func observe(res cycleResult, cur store.Cursor, held store.Lease) cycleResult {
 	res.observer, res.lease = true, &held
-	res.state = stateOfCursor(cur, res.boundary)
+	res.state = stateOfCursor(cur, effectiveBoundary(res.boundary, res.frozen))
 	if res.state == recoveryv1.StateBlocked || res.state == recoveryv1.StateRetrying {
 		res.reason = cur.BlockedReason
 	}
-	res.message = fmt.Sprintf("scope worked by %s (lease fence %d); verified through %d of boundary %d", held.Owner, held.Fence, cur.VerifiedThroughSeq, res.boundary)
+	res.message = progressMessage(cur.VerifiedThroughSeq, res.boundary, res.frozen)
 	return res
 }
 
-// stateOfCursor maps the SQL cursor's state to the resource's.
+// stateOfCursor maps the SQL cursor's state to the resource's, against the
+// effective boundary.
 func stateOfCursor(cur store.Cursor, boundary int64) recoveryv1.RecoveryState {
 	switch cur.State {
 	case store.StateBlocked:
@@ -212,19 +325,24 @@ func stateOfCursor(cur store.Cursor, boundary int64) recoveryv1.RecoveryState {
 }
 
 // recordFailure mirrors a failed cycle into the SQL cursor (FR-APR05: state
-// and blocked reason) under the fence. It is best-effort: a lost lease or a
+// and blocked reason) under the fence, renewing the lease first when the
+// failure came after a long fetch. It is best-effort: a lost lease or a
 // database that is gone simply leaves the previous cursor state, and the
 // status still carries the failure.
-func (r *ProjectionRecoveryReconciler) recordFailure(ctx context.Context, log logr.Logger, st *store.Store, lease store.Lease, res cycleResult) cycleResult {
+func (r *ProjectionRecoveryReconciler) recordFailure(ctx context.Context, log logr.Logger, keeper *leaseKeeper, res cycleResult) cycleResult {
 	switch codes.Code(res.reason) {
-	case codes.LeaseLost, codes.LeaseHeld, codes.DatabaseUnavailable:
+	case codes.LeaseLost, codes.LeaseHeld, codes.DatabaseUnavailable, codes.SchemaMissing:
 		return res
 	}
 	state := store.StateRetrying
 	if res.state == recoveryv1.StateBlocked {
 		state = store.StateBlocked
 	}
-	if err := st.RecordOutcome(ctx, lease, lease.Scope, state, codes.Code(res.reason), res.boundary); err != nil {
+	lease, err := keeper.ensure(ctx)
+	if err == nil {
+		err = keeper.st.RecordOutcome(ctx, lease, lease.Scope, state, codes.Code(res.reason), res.boundary)
+	}
+	if err != nil {
 		log.V(1).Info("could not record the outcome on the cursor", "err", err.Error())
 	} else {
 		res.cursor.State, res.cursor.BlockedReason = state, res.reason
@@ -253,8 +371,4 @@ func refusalBoundary(err error) int64 {
 		return re.BoundarySeq
 	}
 	return 0
-}
-
-func currentMessage(verified, boundary int64) string {
-	return fmt.Sprintf("verified through %d; the member's boundary is %d", verified, boundary)
 }

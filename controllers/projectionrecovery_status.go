@@ -26,34 +26,43 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/completeness"
 )
 
 // maxMessage bounds status and event messages (an error chain can be long).
 const maxMessage = 1024
 
-// computeStatus folds the scope's outcome into obj.Status, records it for the
-// completeness endpoint and returns the requeue decision. It only mutates the
-// in-memory object; patchStatus decides whether anything reaches the API server.
+// computeStatus folds the scope's outcome into obj.Status and returns the
+// requeue decision. It only mutates the in-memory object; writeStatus decides
+// whether anything reaches the API server and publish what follows a write.
 func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Result {
 	obj := s.obj
 	st := &obj.Status
-	prevState, prevReason := st.State, st.Reason
 	st.ObservedGeneration = obj.Generation
 
-	if c := s.cycle; c != nil {
+	c := s.cycle
+	if c != nil && c.cursorRead {
 		mirrorCursor(st, c)
 	}
 	if s.state != "" {
 		st.State = s.state
 	}
 	st.Reason = s.reason
-	st.Message = truncate(redact(s.message, s.secrets))
+	msg := s.message
+	if (c == nil || !c.cursorRead) && hasCursor(st) {
+		// What status shows was read by an earlier cycle: say so rather than
+		// show VERIFIED 0 (a verified-through never goes down unless the SQL
+		// cursor itself says so) or pass old values off as fresh.
+		msg = fmt.Sprintf("%s; verified-through %d, boundary %d and lag %d are the last known values, not re-checked",
+			msg, st.VerifiedThroughSeq, st.ObservedBoundarySeq, st.Lag)
+	}
+	st.Message = truncate(redact(msg, s.secrets))
 
-	observer := s.cycle != nil && s.cycle.observer
+	observer := c != nil && c.observer
 	switch {
 	case observer:
 		// Another manager's failures are not ours to count.
@@ -70,7 +79,7 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	case s.state == "":
 		result.RequeueAfter = obj.Spec.EffectiveInterval()
 	case observer:
-		result.RequeueAfter = observerRequeue(s.now, s.cycle.lease.ExpiresAt, obj.Spec.EffectiveInterval())
+		result.RequeueAfter = observerRequeue(s.now, c.lease.ExpiresAt, obj.Spec.EffectiveInterval())
 	default:
 		result.RequeueAfter = requeueAfter(s.state, st.ConsecutiveFailures, &obj.Spec)
 	}
@@ -82,18 +91,32 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	}
 
 	condState := s.state
-	if s.reason == recoveryv1.ReasonAutoRecoveryDisabled || s.reason == recoveryv1.ReasonInvalidSpec {
+	if stateless(s.reason) {
 		condState = "" // neither progressing nor proven: the reason says why
 	}
 	applyConditions(&st.Conditions, conditionsFor(condState, s.reason, st.Message), obj.Generation, metav1.NewTime(s.now.Truncate(time.Second)))
-
-	r.emitTransition(obj, prevState, prevReason)
-	r.Registry.CycleEnded(obj.Namespace, obj.Name, obj.Spec.Scope, r.Clock.Now(), completenessOf(st))
 	return result
 }
 
-// mirrorCursor copies what the cycle proved and observed into status
-// (FR-APR05 → FR-APR11).
+// stateless reasons describe the manager or the spec, not the scope's
+// progress: the conditions follow the reason, whatever state status still shows.
+func stateless(reason string) bool {
+	switch reason {
+	case recoveryv1.ReasonAutoRecoveryDisabled, recoveryv1.ReasonInvalidSpec, string(codes.SchemaMissing):
+		return true
+	}
+	return false
+}
+
+// hasCursor: status carries cursor values from some earlier cycle.
+func hasCursor(st *recoveryv1.ProjectionRecoveryStatus) bool {
+	return st.VerifiedThroughSeq > 0 || st.ObservedBoundarySeq > 0 || st.LastSuccessfulVerification != nil
+}
+
+// mirrorCursor copies what the cycle read, proved and observed into status
+// (FR-APR05 → FR-APR11). Only called when the cycle read the cursor: then a
+// lower verified-through than status shows is a real rewind of the SQL
+// cursor (e.g. reset to re-verify from genesis) and must show.
 func mirrorCursor(st *recoveryv1.ProjectionRecoveryStatus, c *cycleResult) {
 	cur := c.cursor
 	st.VerifiedThroughSeq = cur.VerifiedThroughSeq
@@ -108,7 +131,7 @@ func mirrorCursor(st *recoveryv1.ProjectionRecoveryStatus, c *cycleResult) {
 	if b := max(c.boundary, cur.LastObservedBoundarySeq); b > 0 {
 		st.ObservedBoundarySeq = b
 	}
-	st.Lag = max(0, st.ObservedBoundarySeq-st.VerifiedThroughSeq)
+	st.Lag = lagOf(st.ObservedBoundarySeq, st.VerifiedThroughSeq, c.frozen)
 	if c.lease != nil && c.lease.Owner != "" {
 		st.Lease = &recoveryv1.LeaseStatus{Owner: c.lease.Owner, Fence: c.lease.Fence, ExpiresAt: ptrTime(c.lease.ExpiresAt)}
 	}
@@ -134,19 +157,41 @@ func ptrTime(t time.Time) *metav1.Time {
 	return &mt
 }
 
-// patchStatus writes the status subresource once, and only when it changed.
+// writeStatus writes the status subresource once, only when it changed, and
+// with an optimistic lock: Update carries the resourceVersion this reconcile
+// read, so status computed from an out-of-date read (another manager wrote
+// since, or the cache lags) is refused with a Conflict instead of silently
+// overwriting newer values. Update sends the whole status, so zero values the
+// object never had (lag: 0 after a first cycle that reached CURRENT) are
+// written too; a merge patch from the zero status would omit them.
+//
 // Skipping identical writes matters: every write bumps resourceVersion, wakes
 // every watcher (Argo CD, Flux, kubectl get -w) and costs etcd a revision, for
 // every scope at every interval.
-func (r *ProjectionRecoveryReconciler) patchStatus(ctx context.Context, before, after *recoveryv1.ProjectionRecovery) error {
+func (r *ProjectionRecoveryReconciler) writeStatus(ctx context.Context, before, after *recoveryv1.ProjectionRecovery) error {
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil
 	}
 	r.Metrics.statusWrites.Inc()
-	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("patching status: %w", err)
+	if err := r.Status().Update(ctx, after); err != nil {
+		return fmt.Errorf("updating status: %w", err)
 	}
 	return nil
+}
+
+// publish makes what status now says visible elsewhere, once it is the
+// status of the object: the completeness endpoint and the gauges follow it
+// (FR-APR11), and a transition gets its Event and one info log line.
+func (r *ProjectionRecoveryReconciler) publish(ctx context.Context, before, after *recoveryv1.ProjectionRecovery) {
+	st := &after.Status
+	r.Registry.CycleEnded(after.Namespace, after.Name, after.Spec.Scope, r.Clock.Now(), completenessOf(st))
+	r.Metrics.observeStatus(after)
+	prev := &before.Status
+	if prev.State != st.State || prev.Reason != st.Reason {
+		logf.FromContext(ctx).Info("state transition", "scope", after.Spec.Scope,
+			"from", string(prev.State), "to", string(st.State), "reason", st.Reason)
+	}
+	r.emitTransition(after, prev.State, prev.Reason)
 }
 
 // redact removes credentials from a message: the DSN, its password, the

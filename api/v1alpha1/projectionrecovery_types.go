@@ -226,7 +226,9 @@ type ProjectionRecoveryStatus struct {
 	// +optional
 	ObservedBoundarySeq int64 `json:"observedBoundarySeq"`
 
-	// Lag is ObservedBoundarySeq - VerifiedThroughSeq.
+	// Lag is the effective boundary minus VerifiedThroughSeq: the effective
+	// boundary is ObservedBoundarySeq, or the frozen sequence of a DRAINING run
+	// when lower (such a run is caught up only to it).
 	// +optional
 	Lag int64 `json:"lag"`
 

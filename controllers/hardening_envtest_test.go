@@ -1,0 +1,470 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"encoding/pem"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"github.com/projection-recovery/projection-recovery/internal/completeness"
+	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
+)
+
+// pgProxy is a TCP proxy in front of the test PostgreSQL server: cutting it
+// makes the database unreachable for whoever connects through it (open
+// connections die, new ones are closed at once) while the test keeps its own
+// direct connection.
+type pgProxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]struct{}
+}
+
+// newPGProxy starts a proxy to dsn's server and returns the DSN through it.
+func newPGProxy(t testing.TB, dsn string) (*pgProxy, string) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pgProxy{ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}}
+	go p.accept()
+	t.Cleanup(func() { _ = ln.Close(); p.cut() })
+	u.Host = ln.Addr().String()
+	return p, u.String()
+}
+
+func (p *pgProxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !p.track(c) {
+			_ = c.Close()
+			continue
+		}
+		go p.pipe(c)
+	}
+}
+
+func (p *pgProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *pgProxy) pipe(c net.Conn) {
+	s, err := net.Dial("tcp", p.target)
+	if err != nil || !p.track(s) {
+		_ = c.Close()
+		if s != nil {
+			_ = s.Close()
+		}
+		return
+	}
+	go func() { _, _ = io.Copy(s, c); _ = s.Close(); _ = c.Close() }()
+	_, _ = io.Copy(c, s)
+	_ = c.Close()
+	_ = s.Close()
+}
+
+// cut makes the database unreachable through the proxy.
+func (p *pgProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+}
+
+func (p *pgProxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+func registryEntry(t testing.TB, reg *completeness.Registry, ns, name string) completeness.Scope {
+	t.Helper()
+	for _, s := range reg.Snapshot().Scopes {
+		if s.Namespace == ns && s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("the completeness registry has no entry for %s/%s", ns, name)
+	return completeness.Scope{}
+}
+
+// assertKeptCursor checks that status, the completeness registry and the
+// gauges still carry the last known cursor of want (defect: a scope whose
+// cursor cannot be read must not report VERIFIED 0 / LAG B).
+func assertKeptCursor(t *testing.T, rec *ProjectionRecoveryReconciler, got *recoveryv1.ProjectionRecovery, want recoveryv1.ProjectionRecoveryStatus) {
+	t.Helper()
+	st := got.Status
+	if st.VerifiedThroughSeq != want.VerifiedThroughSeq || st.Lag != want.Lag || st.ObservedBoundarySeq != want.ObservedBoundarySeq ||
+		st.ChainDigest != want.ChainDigest || st.EventCount != want.EventCount {
+		t.Fatalf("status rewound: verified=%d lag=%d boundary=%d events=%d, want the last known %d/%d/%d/%d",
+			st.VerifiedThroughSeq, st.Lag, st.ObservedBoundarySeq, st.EventCount,
+			want.VerifiedThroughSeq, want.Lag, want.ObservedBoundarySeq, want.EventCount)
+	}
+	if st.LastSuccessfulVerification == nil || want.LastSuccessfulVerification == nil || !st.LastSuccessfulVerification.Equal(want.LastSuccessfulVerification) {
+		t.Fatalf("lastSuccessfulVerification = %v, want it kept at %v", st.LastSuccessfulVerification, want.LastSuccessfulVerification)
+	}
+	if !strings.Contains(st.Message, "not re-checked") {
+		t.Fatalf("message %q does not say the values are not re-checked", st.Message)
+	}
+	e := registryEntry(t, rec.Registry, got.Namespace, got.Name)
+	if e.Completeness.VerifiedThroughSeq != want.VerifiedThroughSeq || e.Completeness.Lag != want.Lag {
+		t.Fatalf("completeness endpoint rewound: %+v", e.Completeness)
+	}
+	lbl := []string{got.Namespace, got.Name, got.Spec.Scope}
+	if v := testutil.ToFloat64(rec.Metrics.verified.WithLabelValues(lbl...)); v != float64(want.VerifiedThroughSeq) {
+		t.Fatalf("verified_through_seq gauge = %v, want %d", v, want.VerifiedThroughSeq)
+	}
+	if v := testutil.ToFloat64(rec.Metrics.lag.WithLabelValues(lbl...)); v != float64(want.Lag) {
+		t.Fatalf("lag gauge = %v, want %d", v, want.Lag)
+	}
+}
+
+// TestEnvtest_DatabaseOutageKeepsLastKnownCursor: a CURRENT scope whose
+// database becomes unreachable is RETRYING/DATABASE_UNAVAILABLE but keeps
+// reporting the last cursor it read (status, completeness endpoint, gauges),
+// marked as not re-checked (FR-APR11). A cursor reset in SQL is a real
+// rewind and shows.
+func TestEnvtest_DatabaseOutageKeepsLastKnownCursor(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFixture(t, "outage", 120, 0.3)
+	proxy, proxied := newPGProxy(t, f.dsn)
+	f.dsn = proxied // the manager reaches the database only through the proxy
+	lbl, sel := shard(t, "outage")
+	stop, rec, err := startManager("outage", sel, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	obj := f.recovery(ns, "outage", lbl, func(s *recoveryv1.ProjectionRecoverySpec) {
+		s.PageSize, s.PagesPerCycle = 24, 1
+		s.Interval = &metav1.Duration{Duration: time.Second}
+	})
+	cur, _ := waitState(t, ns, obj.Name, 90*time.Second, "CURRENT", isCurrentAt(f.boundary()))
+	last := cur.Status
+
+	proxy.cut()
+	got, _ := waitState(t, ns, obj.Name, 30*time.Second, "RETRYING DATABASE_UNAVAILABLE", func(o *recoveryv1.ProjectionRecovery) bool {
+		return o.Status.Reason == string(codes.DatabaseUnavailable)
+	})
+	if got.Status.State != recoveryv1.StateRetrying {
+		t.Fatalf("state = %s, want RETRYING", got.Status.State)
+	}
+	assertKeptCursor(t, rec, got, last)
+
+	proxy.restore()
+	waitState(t, ns, obj.Name, 30*time.Second, "CURRENT after the outage", isCurrentAt(f.boundary()))
+
+	// The SQL cursor itself is reset: that rewind is real and must show.
+	if _, err := f.pool.Exec(context.Background(), `DELETE FROM projection_catchup_cursor WHERE scope = $1`, f.scope); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, ns, obj.Name, 30*time.Second, "the reset cursor reported", func(o *recoveryv1.ProjectionRecovery) bool {
+		return o.Status.VerifiedThroughSeq < last.VerifiedThroughSeq
+	})
+	waitState(t, ns, obj.Name, 90*time.Second, "CURRENT again after re-verifying from genesis", isCurrentAt(f.boundary()))
+	storetest.AssertPositions(t, f.pool, f.scope, f.allEvents())
+}
+
+// TestEnvtest_InvalidSpecKeepsLastKnownCursor: a CURRENT scope whose spec
+// becomes unusable (a CA bundle that is no certificate) stalls as InvalidSpec
+// without rewinding what status reports.
+func TestEnvtest_InvalidSpecKeepsLastKnownCursor(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFixture(t, "invalid", 60, 0.2)
+	srv := httptest.NewUnstartedServer(f.h)
+	srv.StartTLS()
+	defer srv.Close()
+	caPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	createSecret(t, ns, "member-ca", map[string]string{"ca.crt": caPEM, "bad.crt": "not a certificate"})
+	lbl, sel := shard(t, "invalid")
+	stop, rec, err := startManager("invalid", sel, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	obj := f.recovery(ns, "invalid", lbl, func(s *recoveryv1.ProjectionRecoverySpec) {
+		s.Source = recoveryv1.SourceSpec{URL: srv.URL, TLS: &recoveryv1.SourceTLS{CASecretRef: &recoveryv1.SecretKeySelector{Name: "member-ca", Key: "ca.crt"}}}
+	})
+	cur, _ := waitState(t, ns, obj.Name, 60*time.Second, "CURRENT", isCurrentAt(f.boundary()))
+	last := cur.Status
+
+	orig := cur.DeepCopy()
+	cur.Spec.Source.TLS.CASecretRef.Key = "bad.crt"
+	if err := k8sClient.Patch(context.Background(), cur, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := waitState(t, ns, obj.Name, 30*time.Second, "InvalidSpec", func(o *recoveryv1.ProjectionRecovery) bool {
+		return o.Status.Reason == recoveryv1.ReasonInvalidSpec && o.Status.ObservedGeneration == o.Generation
+	})
+	if c := meta.FindStatusCondition(got.Status.Conditions, recoveryv1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("Stalled = %+v, want True", c)
+	}
+	assertKeptCursor(t, rec, got, last)
+}
+
+// drainingFrozenSeq picks a frozen sequence f for a DRAINING run such that
+// the command right after f has more events than any command up to f, and
+// returns f and the largest command up to it (the page size that holds every
+// command <= f but not command f+1).
+func drainingFrozenSeq(t *testing.T, f *fixture) (frozen int64, pageSize int32) {
+	t.Helper()
+	perSeq := map[int64]int{}
+	for _, e := range f.allEvents() {
+		perSeq[e.Seq()]++
+	}
+	var largest int
+	var at int64
+	for s := int64(1); s <= f.boundary(); s++ {
+		if perSeq[s] > largest {
+			largest, at = perSeq[s], s
+		}
+	}
+	before := 0
+	for s := int64(1); s < at; s++ {
+		before = max(before, perSeq[s])
+	}
+	if before == 0 || at < 20 {
+		t.Fatalf("the workload has no command larger than every earlier one after seq 20 (largest %d at %d)", largest, at)
+	}
+	return at - 1, int32(before)
+}
+
+// TestEnvtest_DrainingStopsAtFrozenSeq: a DRAINING run is caught up only to
+// its frozen sequence (FR-APR09). At f the scope is CURRENT with lag 0 (the
+// effective boundary is min(B, f)) on every manager, holder or observer, and
+// no request reaches the member any more, even though the next command would
+// not fit in a page and the member keeps trading.
+func TestEnvtest_DrainingStopsAtFrozenSeq(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFixture(t, "drain", 160, 0.3)
+	frozen, pageSize := drainingFrozenSeq(t, f)
+	if _, err := f.pool.Exec(context.Background(), `UPDATE projection_runs SET phase = 'DRAINING', frozen_seq = $2 WHERE scope = $1`, f.scope, frozen); err != nil {
+		t.Fatal(err)
+	}
+	lbl, sel := shard(t, "drain")
+	var recs []*ProjectionRecoveryReconciler
+	for _, owner := range []string{"drain-a", "drain-b"} {
+		stop, rec, err := startManager(owner, sel, true, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		recs = append(recs, rec)
+	}
+	obj := f.recovery(ns, "drain", lbl, func(s *recoveryv1.ProjectionRecoverySpec) {
+		s.PageSize, s.PagesPerCycle = pageSize, 100
+		s.Interval = &metav1.Duration{Duration: time.Second}
+	})
+	got, _ := waitState(t, ns, obj.Name, 90*time.Second, "CURRENT at the frozen seq", func(o *recoveryv1.ProjectionRecovery) bool {
+		return o.Status.State == recoveryv1.StateCurrent && o.Status.VerifiedThroughSeq == frozen
+	})
+	if got.Status.Lag != 0 {
+		t.Fatalf("lag = %d at the frozen seq %d (boundary %d), want 0", got.Status.Lag, frozen, got.Status.ObservedBoundarySeq)
+	}
+
+	f.step(30) // the member keeps trading past f
+	requests := f.requests.Load()
+	deadline := time.Now().Add(4 * time.Second) // four intervals, on both managers
+	for time.Now().Before(deadline) {
+		o := getRecovery(t, ns, obj.Name)
+		if o.Status.State != recoveryv1.StateCurrent || o.Status.VerifiedThroughSeq != frozen || o.Status.Lag != 0 {
+			t.Fatalf("left CURRENT at the frozen seq: state=%s reason=%s verified=%d lag=%d message=%q",
+				o.Status.State, o.Status.Reason, o.Status.VerifiedThroughSeq, o.Status.Lag, o.Status.Message)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := f.requests.Load() - requests; n != 0 {
+		t.Fatalf("%d requests reached the member after the cursor reached the frozen seq, want none", n)
+	}
+	for _, rec := range recs {
+		e := registryEntry(t, rec.Registry, ns, obj.Name)
+		if e.Completeness.State != string(recoveryv1.StateCurrent) || e.Completeness.Lag != 0 {
+			t.Fatalf("%s reports %+v, want CURRENT with lag 0", rec.Owner, e.Completeness)
+		}
+	}
+	cur, err := f.store.ReadCursor(context.Background(), f.scope)
+	if err != nil || cur.VerifiedThroughSeq != frozen {
+		t.Fatalf("SQL cursor = %+v (err %v), want verified through %d", cur, err, frozen)
+	}
+}
+
+// TestEnvtest_IdleScopeRechecksItsRun: an idle scope notices within its
+// interval that its run is no longer eligible (sealed, unselected): BLOCKED
+// NOT_ELIGIBLE, with auto-recovery on and in read-only mode (FR-APR09 and
+// the spec's scope: sealed/unselected scopes need operator review).
+func TestEnvtest_IdleScopeRechecksItsRun(t *testing.T) {
+	cases := []struct {
+		name         string
+		autoRecovery bool
+		change       string
+		ready        func(f *fixture) func(*recoveryv1.ProjectionRecovery) bool
+	}{
+		{"sealed", true, `UPDATE projection_runs SET phase = 'SEALED' WHERE scope = $1`,
+			func(f *fixture) func(*recoveryv1.ProjectionRecovery) bool { return isCurrentAt(f.boundary()) }},
+		{"unselected", false, `UPDATE projection_runs SET selected = false WHERE scope = $1`,
+			func(f *fixture) func(*recoveryv1.ProjectionRecovery) bool {
+				return func(o *recoveryv1.ProjectionRecovery) bool { return o.Status.ObservedBoundarySeq == f.boundary() }
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			f := newFixture(t, "recheck-"+tc.name, 60, 0.2)
+			lbl, sel := shard(t, "recheck-"+tc.name)
+			stop, _, err := startManager("recheck-"+tc.name, sel, tc.autoRecovery, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			obj := f.recovery(ns, "recheck", lbl, func(s *recoveryv1.ProjectionRecoverySpec) {
+				s.Interval = &metav1.Duration{Duration: time.Second}
+			})
+			before, _ := waitState(t, ns, obj.Name, 60*time.Second, "the first report", tc.ready(f))
+			if _, err := f.pool.Exec(context.Background(), tc.change, f.scope); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := waitState(t, ns, obj.Name, 10*time.Second, "BLOCKED NOT_ELIGIBLE within the idle interval", func(o *recoveryv1.ProjectionRecovery) bool {
+				return o.Status.State == recoveryv1.StateBlocked && o.Status.Reason == string(codes.NotEligible)
+			})
+			if got.Status.VerifiedThroughSeq != before.Status.VerifiedThroughSeq {
+				t.Fatalf("verified moved from %d to %d", before.Status.VerifiedThroughSeq, got.Status.VerifiedThroughSeq)
+			}
+			if c := meta.FindStatusCondition(got.Status.Conditions, recoveryv1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue {
+				t.Fatalf("Stalled = %+v, want True", c)
+			}
+		})
+	}
+}
+
+// TestEnvtest_SlowMemberReachesCurrent: a member whose non-idle answers take
+// longer than the lease duration still lets the scope make progress: the
+// fetch has its own timeout and the lease's clock covers only the writes
+// (FR-APR08/10). Before, the cycle's deadline was the lease duration and
+// included the fetch, so such a scope stayed RETRYING forever.
+func TestEnvtest_SlowMemberReachesCurrent(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFixture(t, "slow", 60, 0.3)
+	const replay = 6 * time.Second // longer than the 5s lease
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if after, err := strconv.ParseInt(r.URL.Query().Get("afterSeq"), 10, 64); err == nil && after < f.boundary() {
+			select {
+			case <-time.After(replay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		f.h.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(slow)
+	defer srv.Close()
+	events := int32(len(f.allEvents()))
+	obj := f.recovery(ns, "slow", nil, func(s *recoveryv1.ProjectionRecoverySpec) {
+		s.Source.URL = srv.URL
+		s.PageSize, s.PagesPerCycle = events/2+8, 2 // two pages: the lease must be renewed between them
+		s.LeaseDuration = &metav1.Duration{Duration: 5 * time.Second}
+		s.CycleTimeout = &metav1.Duration{Duration: 4 * time.Second}
+	})
+	waitState(t, ns, obj.Name, 90*time.Second, "CURRENT despite a member slower than the lease", isCurrentAt(f.boundary()))
+	storetest.AssertPositions(t, f.pool, f.scope, f.allEvents())
+}
+
+// TestEnvtest_LagShownAsZeroAfterFirstCycle: a scope that becomes CURRENT in
+// its very first cycle has status.lag: 0 on the object (the LAG column shows
+// 0, not blank).
+func TestEnvtest_LagShownAsZeroAfterFirstCycle(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFixture(t, "lagzero", 30, 0.2)
+	obj := f.recovery(ns, "lagzero", nil, func(s *recoveryv1.ProjectionRecoverySpec) {
+		s.PageSize, s.PagesPerCycle = 10000, 20
+	})
+	waitState(t, ns, obj.Name, 60*time.Second, "CURRENT", isCurrentAt(f.boundary()))
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(recoveryv1.GroupVersion.WithKind("ProjectionRecovery"))
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(obj), u); err != nil {
+		t.Fatal(err)
+	}
+	lag, found, err := unstructured.NestedInt64(u.Object, "status", "lag")
+	if err != nil || !found || lag != 0 {
+		t.Fatalf("status.lag on the object: value %d, present %v (err %v); want present and 0\nstatus: %v", lag, found, err, u.Object["status"])
+	}
+}
+
+// TestEnvtest_SchemaMissingStalls: a database without recovery's tables is
+// neither BLOCKED nor INTERNAL: Stalled with reason SCHEMA_MISSING and a
+// message saying to run `manager migrate`, the state left as it was.
+func TestEnvtest_SchemaMissingStalls(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFixture(t, "noschema", 20, 0.2)
+	if _, err := f.pool.Exec(context.Background(), `DROP TABLE projection_catchup_cursor, projection_catchup_lease CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	lbl, sel := shard(t, "noschema")
+	stop, _, err := startManager("noschema", sel, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	obj := f.recovery(ns, "noschema", lbl, nil)
+	got, _ := waitState(t, ns, obj.Name, 30*time.Second, "a report", func(o *recoveryv1.ProjectionRecovery) bool {
+		return o.Status.ObservedGeneration == o.Generation && o.Status.Reason != ""
+	})
+	if got.Status.Reason != string(codes.SchemaMissing) || got.Status.State != "" {
+		t.Fatalf("state/reason = %q/%q, want no state and SCHEMA_MISSING (message %q)", got.Status.State, got.Status.Reason, got.Status.Message)
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, recoveryv1.ConditionStalled)
+	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "manager migrate") {
+		t.Fatalf("Stalled = %+v, want True saying to run `manager migrate`", c)
+	}
+}
