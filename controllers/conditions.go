@@ -24,10 +24,6 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 )
 
-// conditionReasonSchemaMissing is the conditions' reason (CamelCase, like the
-// other condition reasons) when status.reason is codes.SchemaMissing.
-const conditionReasonSchemaMissing = "SchemaMissing"
-
 // conditionSet is the kstatus triple derived from one outcome. Computing all
 // three together (rather than setting them one by one in phases) guarantees
 // they never contradict each other: at most one of Ready, Reconciling and
@@ -58,7 +54,7 @@ func conditionsFor(state recoveryv1.RecoveryState, reason, message string) condi
 		// Only an operator can apply the migration (`manager migrate`):
 		// Stalled, like a spec that cannot be used. Not BLOCKED: nothing is
 		// wrong with the projection itself.
-		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, conditionReasonSchemaMissing, message}
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, recoveryv1.ReasonSchemaMissing, message}
 	case recoveryv1.ReasonSuspended, recoveryv1.ReasonAutoRecoveryDisabled:
 		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse, reason, message}
 	}

@@ -149,7 +149,7 @@ func TestConditionsFor_AtMostOneTrue(t *testing.T) {
 		{recoveryv1.StateBlocked, "ORPHAN_TRADE", "False", "False", "True", recoveryv1.ReasonBlocked},
 		{"", recoveryv1.ReasonSecretNotFound, "False", "False", "True", recoveryv1.ReasonSecretNotFound},
 		{"", recoveryv1.ReasonInvalidSpec, "False", "False", "True", recoveryv1.ReasonInvalidSpec},
-		{"", string(codes.SchemaMissing), "False", "False", "True", conditionReasonSchemaMissing},
+		{"", string(codes.SchemaMissing), "False", "False", "True", recoveryv1.ReasonSchemaMissing},
 		{"", recoveryv1.ReasonSuspended, "False", "False", "False", recoveryv1.ReasonSuspended},
 		{"", recoveryv1.ReasonAutoRecoveryDisabled, "False", "False", "False", recoveryv1.ReasonAutoRecoveryDisabled},
 		{"", "", "False", "True", "False", recoveryv1.ReasonAwaitingFirstCycle},

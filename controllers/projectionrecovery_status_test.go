@@ -61,7 +61,7 @@ func TestComputeStatus_VerifiedNeverRewindsUnlessTheCursorSaysSo(t *testing.T) {
 		{"spec unusable", recoveryScope{reason: recoveryv1.ReasonInvalidSpec, message: "spec.source.tls.caSecretRef holds no PEM certificate", cycle: &cycleResult{}},
 			recoveryv1.StateCurrent, recoveryv1.ReasonInvalidSpec, 4000, 4000, 0, true, recoveryv1.ConditionStalled, recoveryv1.ReasonInvalidSpec},
 		{"schema missing", recoveryScope{reason: string(codes.SchemaMissing), message: "run `manager migrate`", cycle: &cycleResult{}},
-			recoveryv1.StateCurrent, string(codes.SchemaMissing), 4000, 4000, 0, true, recoveryv1.ConditionStalled, conditionReasonSchemaMissing},
+			recoveryv1.StateCurrent, string(codes.SchemaMissing), 4000, 4000, 0, true, recoveryv1.ConditionStalled, recoveryv1.ReasonSchemaMissing},
 		{"suspended", recoveryScope{reason: recoveryv1.ReasonSuspended, message: "spec.suspend is true: no cycle runs"},
 			recoveryv1.StateCurrent, recoveryv1.ReasonSuspended, 4000, 4000, 0, true, "", recoveryv1.ReasonSuspended},
 		{"cursor reset in SQL is a real rewind", recoveryScope{state: recoveryv1.StateCatchingUp, message: "verified through 0 of boundary 4000",

@@ -55,6 +55,11 @@ const (
 	ReasonAutoRecoveryDisabled = "AutoRecoveryDisabled"
 	// ReasonSecretNotFound: a referenced Secret or key does not exist.
 	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonSchemaMissing: the database lacks recovery's tables (status.reason
+	// SCHEMA_MISSING) and this manager runs with auto-recovery off, so it may
+	// not create them; a DBA runs `manager migrate`. Stalled, never BLOCKED:
+	// nothing is wrong with the projection.
+	ReasonSchemaMissing = "SchemaMissing"
 	// ReasonInvalidSpec: the spec passed the API server but cannot be used
 	// (e.g. an unparsable CA bundle).
 	ReasonInvalidSpec = "InvalidSpec"
