@@ -117,6 +117,9 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "migrate" {
+		return migrateMain(args[1:])
+	}
 	o, err := parseFlags(args)
 	if err != nil {
 		return err
