@@ -128,17 +128,38 @@ func TestRole_ReadOnlyReadsAndCannotWrite(t *testing.T) {
 // bare permission error, and writes nothing.
 func TestRole_EnsureSchemaApplyWithoutCreateRefuses(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
-	mustExec(t, s, `DELETE FROM `+VersionTable+` WHERE version_id = 1`) // as if this binary brought migration 1 new
-	rows := versionRows(t, s)
-	err := s.EnsureSchema(ctxb, true)
-	wantCode(t, err, codes.SchemaMissing)
-	for _, want := range []string{"version 0", "requires 1", "may not create tables", "manager migrate"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("message %q does not say %q", err, want)
-		}
-	}
-	if got := versionRows(t, s); got != rows {
-		t.Fatalf("version rows changed: %q -> %q", rows, got)
+	for _, tc := range []struct {
+		name, older string
+	}{
+		{"version row missing", `DELETE FROM ` + VersionTable + ` WHERE version_id = 1`}, // as if this binary brought migration 1 new
+		{"no version table", `DROP TABLE ` + VersionTable},                               // a release before versioned migrations
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			mustExec(t, s, tc.older)
+			before := strings.Join(presentRelations(t, s), ",")
+			var rows string
+			if tc.name == "version row missing" {
+				rows = versionRows(t, s)
+			}
+			start := time.Now()
+			err := s.EnsureSchema(ctxb, true)
+			wantCode(t, err, codes.SchemaMissing)
+			for _, want := range []string{"version 0", "requires 1", "may not create tables", "manager migrate"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("message %q does not say %q", err, want)
+				}
+			}
+			if d := time.Since(start); d > 500*time.Millisecond {
+				t.Errorf("the refusal took %v: it must not wait for goose's retries", d)
+			}
+			if after := strings.Join(presentRelations(t, s), ","); after != before {
+				t.Fatalf("relations changed: %s -> %s", before, after)
+			}
+			if rows != "" && versionRows(t, s) != rows {
+				t.Fatalf("version rows changed: %q -> %q", rows, versionRows(t, s))
+			}
+		})
 	}
 }

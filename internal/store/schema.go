@@ -241,12 +241,25 @@ func (s *Store) EnsureSchema(ctx context.Context, apply bool) error {
 		return refuse(codes.SchemaMissing, "recovery's schema is at version %d, this manager requires %d (pending migrations %v); run `manager migrate` (docs/database-role.md) or enable auto-recovery",
 			v.Current, v.Required, v.Pending)
 	}
+	cannotCreate := func(err error) error {
+		return &codes.Refusal{Code: codes.SchemaMissing, Err: err, Detail: fmt.Sprintf(
+			"recovery's schema is at version %d, this manager requires %d, and its database role may not create tables; run `manager migrate` as the schema owner (docs/database-role.md)",
+			v.Current, v.Required)}
+	}
+	// Asked first, read-only: the documented runtime role has no CREATE, and
+	// letting goose find out would take the migration lock and retry its
+	// version table for seconds before failing.
+	var canCreate bool
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(has_schema_privilege(current_schema(), 'CREATE'), false)`).Scan(&canCreate); err != nil {
+		return dbErr("store: schema privilege check", err)
+	}
+	if !canCreate {
+		return cannotCreate(nil)
+	}
 	if _, err := s.ApplyMigrations(ctx); err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
-			return &codes.Refusal{Code: codes.SchemaMissing, Err: err, Detail: fmt.Sprintf(
-				"recovery's schema is at version %d, this manager requires %d, and its database role may not create tables; run `manager migrate` as the schema owner (docs/database-role.md)",
-				v.Current, v.Required)}
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege, e.g. on an existing table
+			return cannotCreate(err)
 		}
 		return err
 	}
