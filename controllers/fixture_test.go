@@ -43,15 +43,19 @@ import (
 // log, matching engine, contract handler on a real TCP port) and the lossy
 // live projector writing what the feed did not drop.
 type fixture struct {
-	t      testing.TB
-	scope  string
-	dsn    string        // the operator's DSN (projection_recovery), put in the Secret
-	pool   *pgxpool.Pool // the admin's (trade-processor's) pool on the same database
-	store  *store.Store  // on pool
-	log    *engine.Log
-	member *member.Member
-	h      *member.Handler
-	url    string
+	t     testing.TB
+	scope string
+	dsn   string // the operator's DSN (projection_recovery), put in the Secret
+	// readOnlyDSN connects as projection_recovery_readonly, the documented
+	// role of a manager with auto-recovery off: an off test sets
+	// f.dsn = f.readOnlyDSN before f.recovery to prove SELECT suffices.
+	readOnlyDSN string
+	pool        *pgxpool.Pool // the admin's (trade-processor's) pool on the same database
+	store       *store.Store  // on pool
+	log         *engine.Log
+	member      *member.Member
+	h           *member.Handler
+	url         string
 
 	mu     sync.Mutex
 	events []wire.Event // every event the member produced, in consensus order
@@ -84,7 +88,7 @@ func newFixture(t testing.TB, scope string, commands int, dropRate float64) *fix
 	// the fixture itself (seeding runs, the live projector, assertions) is
 	// the trade-processor and connects as the admin.
 	db := recoverydb.New(t)
-	f := &fixture{t: t, scope: scope, dsn: db.Recovery}
+	f := &fixture{t: t, scope: scope, dsn: db.Recovery, readOnlyDSN: db.ReadOnly}
 	var err error
 	if f.store, err = store.Open(ctx, db.Admin); err != nil {
 		t.Fatal(err)
