@@ -30,7 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
-	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
 	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/source"
@@ -43,15 +43,19 @@ import (
 // log, matching engine, contract handler on a real TCP port) and the lossy
 // live projector writing what the feed did not drop.
 type fixture struct {
-	t      testing.TB
-	scope  string
-	dsn    string
-	pool   *pgxpool.Pool
-	store  *store.Store
-	log    *engine.Log
-	member *member.Member
-	h      *member.Handler
-	url    string
+	t     testing.TB
+	scope string
+	dsn   string // the operator's DSN (projection_recovery), put in the Secret
+	// readOnlyDSN connects as projection_recovery_readonly, the documented
+	// role of a manager with auto-recovery off: an off test sets
+	// f.dsn = f.readOnlyDSN before f.recovery to prove SELECT suffices.
+	readOnlyDSN string
+	pool        *pgxpool.Pool // the admin's (trade-processor's) pool on the same database
+	store       *store.Store  // on pool
+	log         *engine.Log
+	member      *member.Member
+	h           *member.Handler
+	url         string
 
 	mu     sync.Mutex
 	events []wire.Event // every event the member produced, in consensus order
@@ -79,19 +83,18 @@ func (p livePublisher) Publish(_ string, data []byte) error {
 func newFixture(t testing.TB, scope string, commands int, dropRate float64) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	f := &fixture{t: t, scope: scope, dsn: pgtest.NewDSN(t)}
+	// The manager under test reaches the database through the Secret as
+	// projection_recovery with exactly the grants of docs/database-role.md;
+	// the fixture itself (seeding runs, the live projector, assertions) is
+	// the trade-processor and connects as the admin.
+	db := recoverydb.New(t)
+	f := &fixture{t: t, scope: scope, dsn: db.Recovery, readOnlyDSN: db.ReadOnly}
 	var err error
-	if f.store, err = store.Open(ctx, f.dsn); err != nil {
+	if f.store, err = store.Open(ctx, db.Admin); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.store.Close)
 	f.pool = f.store.Pool()
-	if err := f.store.EnsureBaseSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	desc := engine.TestDescriptor(scope)
 	if f.log, err = engine.Create(t.TempDir(), desc, engine.LogOptions{}); err != nil {
 		t.Fatal(err)

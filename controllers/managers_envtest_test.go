@@ -148,6 +148,9 @@ func TestController_AutoRecoveryOffIsReadOnly(t *testing.T) {
 	defer stop()
 	before := tableCounts(t, f)
 
+	// The manager connects as the documented read-only role
+	// (docs/database-role.md): SELECT must be all a read-only manager needs.
+	f.dsn = f.readOnlyDSN
 	obj := f.recovery(ns, "readonly", lbl, nil)
 	got, _ := waitState(t, ns, obj.Name, 30*time.Second, "a read-only report", func(o *recoveryv1.ProjectionRecovery) bool {
 		return o.Status.ObservedBoundarySeq == f.boundary()

@@ -212,6 +212,9 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "migrate" {
+		return migrateMain(args[1:])
+	}
 	o, err := parseFlags(args)
 	if err != nil {
 		return err

@@ -27,6 +27,7 @@ import (
 
 	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
@@ -36,13 +37,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // kicked, each with its Nats-Msg-Id, then marked sent and never re-published.
 func TestR2_OutboxPublishedOnKickInOrder(t *testing.T) {
 	ctx := context.Background()
-	s := store.New(pgtest.New(t))
-	if err := s.EnsureBaseSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// The publisher runs as the operator's role (docs/database-role.md).
+	s := store.New(pgtest.Pool(t, recoverydb.New(t).Recovery))
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
-	"github.com/projection-recovery/projection-recovery/internal/store"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
 )
 
 // R2 with several managers: two publishers (one per manager: own pool, own
@@ -40,14 +40,8 @@ import (
 // 1 makes every row its own claim, so the race is near certain before the fix.
 func TestR2_TwoPublishersKeepPerKeyCursorOrder(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.New(t)
-	s := store.New(pool)
-	if err := s.EnsureBaseSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// Both publishers connect as the operator's role (docs/database-role.md).
+	pool := pgtest.Pool(t, recoverydb.New(t).Recovery)
 	pool2, err := pgxpool.NewWithConfig(ctx, pool.Config())
 	if err != nil {
 		t.Fatal(err)

@@ -21,8 +21,15 @@ limitations under the License.
 // used; otherwise the first test of the binary starts a throwaway cluster
 // (initdb + pg_ctl, as the `postgres` user when running as root, on a random
 // loopback port, durability off), shared through a sync.Once and stopped by
-// Main. Each New/NewDSN call creates a fresh database test_<random>, dropped on
-// cleanup, so tests are isolated and may run in parallel.
+// Main. Each NewDB/NewDSN call creates a fresh database test_<random>, dropped
+// on cleanup, so tests are isolated and may run in parallel.
+//
+// NewDB gives the database its schema and the roles of docs/database-role.md
+// with exactly the documented grants (roles.go): the operator's code under
+// test connects as projection_recovery (or projection_recovery_readonly), so
+// a statement needing more than the document grants fails its test. Only the
+// trade-processor's side (seeding projection_runs, live writes) and
+// migration tests connect as the admin.
 package pgtest
 
 import (
@@ -38,7 +45,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // EnvDSN names the environment variable holding an administrative DSN of an
@@ -80,8 +86,9 @@ func AdminDSN(t testing.TB) string {
 	return adminDSN
 }
 
-// NewDSN creates a fresh, empty database for this test and returns its DSN. The
-// database is dropped (WITH FORCE) when the test ends.
+// NewDSN creates a fresh, empty database for this test and returns its admin
+// (superuser) DSN. The database is dropped (WITH FORCE) when the test ends.
+// For a database with the schema and the documented roles, use NewDB.
 func NewDSN(t testing.TB) string {
 	t.Helper()
 	admin := AdminDSN(t)
@@ -120,23 +127,6 @@ func NewDSN(t testing.TB) string {
 		t.Fatalf("pgtest: %v", err)
 	}
 	return dsn
-}
-
-// New returns a pool on a fresh database for this test, closed on cleanup.
-func New(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	dsn := NewDSN(t)
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatalf("pgtest: parse dsn: %v", err)
-	}
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("pgtest: pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
 }
 
 // WithDatabase returns dsn with its database replaced by name. It accepts URL

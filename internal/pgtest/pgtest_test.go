@@ -28,8 +28,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // Each test gets its own database: a table created in one is absent in another.
 func TestIsolatedDatabases(t *testing.T) {
 	ctx := context.Background()
-	a := pgtest.New(t)
-	b := pgtest.New(t)
+	a := pgtest.Pool(t, pgtest.NewDSN(t))
+	b := pgtest.Pool(t, pgtest.NewDSN(t))
 	if _, err := a.Exec(ctx, `CREATE TABLE only_in_a (x int)`); err != nil {
 		t.Fatal(err)
 	}

@@ -19,12 +19,14 @@ package store
 import (
 	"context"
 	"errors"
-	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
@@ -37,22 +39,55 @@ const testDescriptor = storetest.Descriptor
 
 var ctxb = context.Background()
 
-// newStore: a fresh database with base schema and the ri06 migration.
+// schemaSetup builds a test database the way production gets one
+// (pgtest.NewDB): the trade-processor's tables by their owner, recovery's by
+// `manager migrate` as the migrator role.
+var schemaSetup = pgtest.Setup{
+	Base:    func(ctx context.Context, dsn string) error { return withStore(ctx, dsn, (*Store).EnsureBaseSchema) },
+	Migrate: func(ctx context.Context, dsn string) error { return withStore(ctx, dsn, (*Store).Migrate) },
+}
+
+func withStore(ctx context.Context, dsn string, f func(*Store, context.Context) error) error {
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return f(s, ctx)
+}
+
+// admins maps each test Store to an admin pool on the same database: the
+// trade-processor's side of a test (seeding runs and rows, dropping tables).
+var admins sync.Map
+
+// newStore: a fresh database with the base schema and recovery's migrations,
+// and a Store connected as projection_recovery with exactly the grants of
+// docs/database-role.md, so every store test proves them sufficient.
+// mustExec (the seeding helpers) runs as the admin.
 func newStore(t testing.TB) *Store {
 	t.Helper()
-	s := New(pgtest.New(t))
-	if err := s.EnsureBaseSchema(ctxb); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctxb); err != nil {
-		t.Fatal(err)
-	}
+	db := pgtest.NewDB(t, schemaSetup)
+	s := New(pgtest.Pool(t, db.Recovery))
+	admins.Store(s, pgtest.Pool(t, db.Admin))
+	t.Cleanup(func() { admins.Delete(s) })
 	return s
 }
 
+// adminOf is the admin pool on s's database (newStore stores only).
+func adminOf(t testing.TB, s *Store) *pgxpool.Pool {
+	t.Helper()
+	p, ok := admins.Load(s)
+	if !ok {
+		t.Fatal("adminOf: not a newStore store")
+	}
+	return p.(*pgxpool.Pool)
+}
+
+// mustExec runs sql as the admin (the trade-processor or a legacy writer,
+// never the operator).
 func mustExec(t testing.TB, s *Store, sql string, args ...any) {
 	t.Helper()
-	if _, err := s.pool.Exec(ctxb, sql, args...); err != nil {
+	if _, err := adminOf(t, s).Exec(ctxb, sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }

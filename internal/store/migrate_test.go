@@ -17,31 +17,156 @@ limitations under the License.
 package store
 
 import (
+	"io/fs"
+	"os"
 	"regexp"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 )
 
-// NFR-APR01: ri06 applied twice, and applied to a database already holding
-// live data (before and after it existed), loses nothing.
+// recoveryRelations are every relation recovery's migrations create.
+var recoveryRelations = []string{VersionTable, "projection_catchup_cursor", "projection_catchup_lease",
+	"projection_catchup_basis", "projection_catchup_outbox"}
+
+// adminStore is a superuser Store on a fresh database holding only the
+// trade-processor's base tables: what recovery finds on first install. Its
+// seeding helpers (mustExec) run on the same superuser pool.
+func adminStore(t testing.TB) *Store {
+	t.Helper()
+	s := New(pgtest.Pool(t, pgtest.NewDSN(t)))
+	admins.Store(s, s.pool)
+	t.Cleanup(func() { admins.Delete(s) })
+	if err := s.EnsureBaseSchema(ctxb); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// presentRelations lists which of recovery's relations exist.
+func presentRelations(t testing.TB, s *Store) []string {
+	t.Helper()
+	var out []string
+	for _, r := range recoveryRelations {
+		var ok bool
+		if err := s.pool.QueryRow(ctxb, `SELECT to_regclass($1) IS NOT NULL`, r).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// versionRows is the version table's content (version:applied, by id).
+func versionRows(t testing.TB, s *Store) string {
+	t.Helper()
+	var v string
+	if err := s.pool.QueryRow(ctxb, `SELECT string_agg(version_id || ':' || is_applied, ',' ORDER BY id) FROM `+
+		pgx.Identifier{VersionTable}.Sanitize()).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// previousReleaseScript is the frozen hand-rolled ri06 script of the last
+// release before versioned migrations.
+func previousReleaseScript(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/ri06-previous-release.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestRefusal_SCHEMA_MISSING: EnsureSchema(apply=false) on a database whose
+// recovery schema is absent or unversioned answers SCHEMA_MISSING naming the
+// current and required versions and `manager migrate`, and writes nothing:
+// no table, no version table, no version row. It runs as the superuser, so
+// "nothing written" is the code's restraint, not a missing privilege.
+func TestRefusal_SCHEMA_MISSING(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, s *Store)
+		present []string // recovery relations before and after
+	}{
+		{"fresh database", func(*testing.T, *Store) {}, nil},
+		{"tables of the hand-rolled script, no version table", func(t *testing.T, s *Store) {
+			mustExec(t, s, previousReleaseScript(t))
+		}, recoveryRelations[1:]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := adminStore(t)
+			tc.prepare(t, s)
+			if got := presentRelations(t, s); !slices.Equal(got, tc.present) {
+				t.Fatalf("before: %v, want %v", got, tc.present)
+			}
+			err := s.EnsureSchema(ctxb, false)
+			wantCode(t, err, codes.SchemaMissing)
+			for _, want := range []string{"version 0", "requires 1", "manager migrate"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("message %q does not say %q", err, want)
+				}
+			}
+			if got := presentRelations(t, s); !slices.Equal(got, tc.present) {
+				t.Fatalf("EnsureSchema(apply=false) wrote: relations %v, want %v", got, tc.present)
+			}
+			// The DBA's fix, then the same check passes.
+			if err := s.Migrate(ctxb); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.EnsureSchema(ctxb, false); err != nil {
+				t.Fatalf("after migrate: %v", err)
+			}
+		})
+	}
+}
+
+// NFR-APR01: the migrations applied twice, and applied to a database already
+// holding live data (before and after they existed), lose nothing; the second
+// run applies nothing.
 func TestNFRAPR01_MigrationIsAdditiveAndRerunnable(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	// A database with only the base schema and live data, ri06 not yet applied.
-	mustExec(t, s, `DROP TABLE projection_catchup_cursor, projection_catchup_lease, projection_catchup_basis, projection_catchup_outbox`)
+	adm := New(adminOf(t, s))
+	// A database with only the base schema and live data, recovery's schema not yet applied.
+	mustExec(t, s, `DROP TABLE projection_catchup_cursor, projection_catchup_lease, projection_catchup_basis, projection_catchup_outbox, `+
+		pgx.Identifier{VersionTable}.Sanitize())
 	run := addRun(t, s, "s", PhaseActive, nil)
 	seedTrade(t, s, "s", evTrade1, i64(2), "BOOKED")
 	seedOrder(t, s, "s", evOrder, i64(2))
 	seedPosition(t, s, "s", "A", "ACME", "5", "110", true, "0")
 	before := snapshot0(t, s)
-	for i := 0; i < 2; i++ {
-		if err := s.Migrate(ctxb); err != nil {
+	for i, want := range []int{1, 0} {
+		applied, err := adm.ApplyMigrations(ctxb)
+		if err != nil {
 			t.Fatalf("apply %d: %v", i+1, err)
+		}
+		if len(applied) != want {
+			t.Fatalf("apply %d applied %+v, want %d migrations", i+1, applied, want)
 		}
 		if after := snapshot0(t, s); after != before {
 			t.Fatalf("migration %d changed base data", i+1)
 		}
 	}
-	// Recovery state written, then the migration again: still there.
+	// The migrator's grants went with the dropped tables: re-grant as documented.
+	for _, g := range pgtest.RecoveryTableStatements {
+		mustExec(t, s, g)
+	}
+	// Recovery state written, then the migrations again: still there.
 	l := lease(t, s, "s", "a")
 	mustExec(t, s, `DELETE FROM positions`)
 	mustExec(t, s, `DELETE FROM trades`)
@@ -49,10 +174,11 @@ func TestNFRAPR01_MigrationIsAdditiveAndRerunnable(t *testing.T) {
 	mustExec(t, s, `DELETE FROM order_events`)
 	catchUp(t, s, l, run, baseLedger(t), 100)
 	full := snapshot(t, s)
-	if err := s.Migrate(ctxb); err != nil {
-		t.Fatal(err)
+	mustExec(t, s, `DELETE FROM `+pgx.Identifier{VersionTable}.Sanitize()+` WHERE version_id > 0`) // forget it was applied: rerun 00001 itself
+	if applied, err := adm.ApplyMigrations(ctxb); err != nil || len(applied) != 1 {
+		t.Fatalf("rerun: applied %+v, %v", applied, err)
 	}
-	if err := s.EnsureBaseSchema(ctxb); err != nil {
+	if err := adm.EnsureBaseSchema(ctxb); err != nil {
 		t.Fatal(err)
 	}
 	if snapshot(t, s) != full {
@@ -63,20 +189,216 @@ func TestNFRAPR01_MigrationIsAdditiveAndRerunnable(t *testing.T) {
 	}
 }
 
-// NFR-APR01, statically: the migration only creates, and only if not exists.
-func TestNFRAPR01_MigrationOnlyCreatesIfNotExists(t *testing.T) {
-	sql := regexp.MustCompile(`(?m)--.*$`).ReplaceAllString(MigrationSQL(), "")
-	if regexp.MustCompile(`(?i)\b(DROP|ALTER|TRUNCATE|DELETE|UPDATE|INSERT|RENAME)\b`).MatchString(sql) {
-		t.Fatal("ri06 must be additive: no DROP/ALTER/TRUNCATE/DELETE/UPDATE/INSERT/RENAME")
+// NFR-APR01: a database where the previous release's hand-rolled script
+// created recovery's tables, and recovery has worked (cursor, lease, basis,
+// outbox), is adopted by goose: version 1 recorded, every row kept, and the
+// next page continues from the kept cursor.
+func TestMigrate_UpgradesAHandRolledDatabase(t *testing.T) {
+	t.Parallel()
+	s := adminStore(t)
+	mustExec(t, s, previousReleaseScript(t))
+	run := addRun(t, s, "s", PhaseActive, nil)
+	l := lease(t, s, "s", "a")
+	src := baseLedger(t)
+	catchUp(t, s, l, run, src, 2)
+	before := snapshot(t, s)
+	if !strings.Contains(before, "CURRENT") || outbox(t, s) == nil {
+		t.Fatalf("the previous release's state is not there to lose:\n%s", before)
 	}
-	creates := regexp.MustCompile(`(?i)\bCREATE\b[^;]*`).FindAllString(sql, -1)
-	for _, c := range creates {
-		if !regexp.MustCompile(`(?i)IF NOT EXISTS`).MatchString(c) {
-			t.Errorf("not rerunnable: %s", c)
+
+	applied, err := s.ApplyMigrations(ctxb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != 1 || applied[0].Version != 1 || applied[0].Name != "00001_ri06-automatic-recovery.sql" {
+		t.Fatalf("applied %+v, want 00001 only", applied)
+	}
+	if after := snapshot(t, s); after != before {
+		t.Fatalf("the upgrade lost data:\nbefore %s\nafter  %s", before, after)
+	}
+	if got, _ := s.ReadLease(ctxb, "s"); got.Fence != l.Fence || got.Owner != "a" {
+		t.Fatalf("lease lost: %+v", got)
+	}
+	v, err := s.SchemaVersion(ctxb)
+	if err != nil || v.Current != 1 || v.Missing() || v.Newer() {
+		t.Fatalf("version after upgrade %+v %v", v, err)
+	}
+	if err := s.EnsureSchema(ctxb, false); err != nil {
+		t.Fatal(err)
+	}
+	// Work continues where the previous release stopped.
+	res, err := s.ApplyPage(ctxb, l, run, src.Page(src.Boundary, 2))
+	if err != nil || !res.Current() || res.VerifiedThroughSeq != src.Boundary {
+		t.Fatalf("next page after the upgrade: %+v %v", res, err)
+	}
+}
+
+// Two managers starting together on a fresh database: the migrations are
+// applied exactly once, every caller succeeds, and the version table has one
+// row for each migration.
+func TestMigrate_ConcurrentCallsSerialize(t *testing.T) {
+	t.Parallel()
+	first := adminStore(t)
+	dsn := first.pool.Config().ConnString()
+	const n = 4
+	stores := []*Store{first}
+	for i := 1; i < n; i++ {
+		stores = append(stores, New(pgtest.Pool(t, dsn)))
+	}
+	results := make([][]AppliedMigration, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = s.ApplyMigrations(ctxb)
+		}()
+	}
+	wg.Wait()
+	appliedBy := 0
+	for i := range stores {
+		if errs[i] != nil {
+			t.Fatalf("migrator %d: %v", i, errs[i])
+		}
+		appliedBy += len(results[i])
+	}
+	if appliedBy != len(KnownMigrations()) {
+		t.Fatalf("%d migrations applied across %d concurrent migrators, want each of %v once: %+v", appliedBy, n, KnownMigrations(), results)
+	}
+	if got := versionRows(t, first); got != "0:true,1:true" {
+		t.Fatalf("version rows %q", got)
+	}
+}
+
+// The serialisation is the session lock itself: while another session holds
+// it (a DBA's `manager migrate` in progress), Migrate waits and writes
+// nothing; it proceeds when the lock is released.
+func TestMigrate_WaitsForTheMigrationLock(t *testing.T) {
+	t.Parallel()
+	s := adminStore(t)
+	holder, err := pgx.Connect(ctxb, s.pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctxb)
+	if _, err := holder.Exec(ctxb, `SELECT pg_advisory_lock($1)`, migrationLockID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Migrate(ctxb) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Migrate finished (%v) while another session held the migration lock", err)
+	case <-time.After(2500 * time.Millisecond):
+	}
+	if got := presentRelations(t, s); slices.Contains(got, "projection_catchup_cursor") {
+		t.Fatalf("a migration ran under another session's lock: %v", got)
+	}
+	if _, err := holder.Exec(ctxb, `SELECT pg_advisory_unlock($1)`, migrationLockID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Migrate did not proceed after the lock was released")
+	}
+	if got := presentRelations(t, s); !slices.Equal(got, recoveryRelations) {
+		t.Fatalf("relations after migrate: %v", got)
+	}
+}
+
+// A schema newer than this binary (a newer manager migrated it) is accepted,
+// never downgraded, and logged once.
+func TestSchema_NewerIsAcceptedNotDowngraded(t *testing.T) {
+	t.Parallel()
+	s := adminStore(t)
+	if err := s.Migrate(ctxb); err != nil {
+		t.Fatal(err)
+	}
+	// What a future migration 00002 would leave behind.
+	mustExec(t, s, `CREATE TABLE projection_catchup_future (x int)`)
+	mustExec(t, s, `INSERT INTO `+pgx.Identifier{VersionTable}.Sanitize()+` (version_id, is_applied) VALUES (2, true)`)
+	rows := versionRows(t, s)
+
+	v, err := s.SchemaVersion(ctxb)
+	if err != nil || v.Current != 2 || v.Required != 1 || !v.Newer() || v.Missing() {
+		t.Fatalf("SchemaVersion = %+v, %v", v, err)
+	}
+	var logged []string
+	ctx := logr.NewContext(ctxb, funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{}))
+	for _, apply := range []bool{false, true, false} {
+		if err := s.EnsureSchema(ctx, apply); err != nil {
+			t.Fatalf("EnsureSchema(%v) on a newer schema: %v", apply, err)
 		}
 	}
-	if len(creates) < 4 {
-		t.Fatalf("only %d CREATE statements", len(creates))
+	if applied, err := s.ApplyMigrations(ctxb); err != nil || len(applied) != 0 {
+		t.Fatalf("ApplyMigrations on a newer schema: %+v %v", applied, err)
+	}
+	if got := versionRows(t, s); got != rows {
+		t.Fatalf("version rows changed: %q -> %q", rows, got)
+	}
+	if got := presentRelations(t, s); !slices.Equal(got, recoveryRelations) {
+		t.Fatalf("relations %v", got)
+	}
+	var future bool
+	if err := s.pool.QueryRow(ctxb, `SELECT to_regclass('projection_catchup_future') IS NOT NULL`).Scan(&future); err != nil || !future {
+		t.Fatalf("the newer migration's table was dropped (%v)", err)
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], `"schemaVersion"=2`) || !strings.Contains(logged[0], `"managerSchemaVersion"=1`) {
+		t.Fatalf("want one log line naming both versions, got %q", logged)
+	}
+}
+
+// NFR-APR01, statically: every migration only creates, and only if not
+// exists, and has no Down section (nothing here ever downgrades).
+func TestNFRAPR01_MigrationsOnlyCreateIfNotExists(t *testing.T) {
+	names, _ := fs.Glob(migrationsFS(), "*.sql")
+	if len(names) == 0 {
+		t.Fatal("no migrations embedded")
+	}
+	for _, name := range names {
+		b, err := fs.ReadFile(migrationsFS(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(b), "-- +goose Up\n") || strings.Contains(string(b), "+goose Down") {
+			t.Errorf("%s: must start with -- +goose Up and have no Down section", name)
+		}
+		sql := regexp.MustCompile(`(?m)--.*$`).ReplaceAllString(string(b), "")
+		if regexp.MustCompile(`(?i)\b(DROP|ALTER|TRUNCATE|DELETE|UPDATE|INSERT|RENAME)\b`).MatchString(sql) {
+			t.Errorf("%s must be additive: no DROP/ALTER/TRUNCATE/DELETE/UPDATE/INSERT/RENAME", name)
+		}
+		creates := regexp.MustCompile(`(?i)\bCREATE\b[^;]*`).FindAllString(sql, -1)
+		for _, c := range creates {
+			if !regexp.MustCompile(`(?i)IF NOT EXISTS`).MatchString(c) {
+				t.Errorf("%s not rerunnable: %s", name, c)
+			}
+		}
+		if name == "00001_ri06-automatic-recovery.sql" && len(creates) < 5 {
+			t.Fatalf("%s: only %d CREATE statements", name, len(creates))
+		}
+	}
+}
+
+// Migration files are NNNNN_name.sql, numbered 1, 2, 3... without gaps, so
+// the order and the version are the file name.
+func TestMigrations_FilesAreNumbered(t *testing.T) {
+	names, _ := fs.Glob(migrationsFS(), "*")
+	known := KnownMigrations()
+	if len(names) != len(known) {
+		t.Fatalf("files %v, versions %v", names, known)
+	}
+	for i, name := range names {
+		if !regexp.MustCompile(`^\d{5}_[a-z0-9-]+\.sql$`).MatchString(name) {
+			t.Errorf("%s: want NNNNN_lower-case-name.sql", name)
+		}
+		if known[i] != int64(i+1) {
+			t.Errorf("versions %v: want 1..%d without gaps", known, len(known))
+		}
 	}
 }
 

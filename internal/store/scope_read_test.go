@@ -133,7 +133,8 @@ VALUES ('draining', 1, true, true, 'DRAINING', $1, 1, $2, 1, 'ckpt-digest', $1, 
 // ri06-automatic-recovery.sql was never applied answers SCHEMA_MISSING
 // (operator action: run the migration), never INTERNAL.
 func TestStore_ReadScopeWithoutRecoveryTablesIsSchemaMissing(t *testing.T) {
-	s := New(pgtest.New(t))
+	// An empty database holding only the trade-processor's tables.
+	s := New(pgtest.Pool(t, pgtest.NewDSN(t)))
 	if err := s.EnsureBaseSchema(ctxb); err != nil {
 		t.Fatal(err)
 	}

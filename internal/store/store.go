@@ -24,6 +24,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
@@ -35,20 +36,17 @@ import (
 //go:embed sql/base.sql
 var baseSQL string
 
-//go:embed sql/ri06-automatic-recovery.sql
-var ri06SQL string
-
 // BaseSQL is the trade-processor's base schema (tests and demo only).
 func BaseSQL() string { return baseSQL }
-
-// MigrationSQL is ri06-automatic-recovery.sql (NFR-APR01).
-func MigrationSQL() string { return ri06SQL }
 
 // Store is a pool on the projection database.
 type Store struct {
 	pool        *pgxpool.Pool
 	hooks       hooks
 	afterCommit func(scope string)
+	// schemaNewerLogged: EnsureSchema logs a schema newer than this binary
+	// once per Store, not on every call.
+	schemaNewerLogged atomic.Bool
 }
 
 // hooks let in-package tests interleave deterministically with a page
@@ -90,30 +88,22 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Close closes the pool.
 func (s *Store) Close() { s.pool.Close() }
 
-// EnsureBaseSchema creates the trade-processor's base tables if missing. In
-// production they exist already; tests and the demo call this.
+// EnsureBaseSchema creates the trade-processor's base tables if missing: a
+// test and demo fixture, never a migration (the tables belong to the
+// trade-processor, which exists before recovery and owns them; recovery's own
+// tables come from Migrate). The script runs in one transaction under a
+// transaction-level advisory lock, because CREATE ... IF NOT EXISTS alone
+// races on the catalog when two processes create the fixture together.
 func (s *Store) EnsureBaseSchema(ctx context.Context) error {
-	return s.execScript(ctx, "base schema", baseSQL)
-}
-
-// Migrate applies ri06-automatic-recovery.sql (additive, rerunnable).
-func (s *Store) Migrate(ctx context.Context) error {
-	return s.execScript(ctx, "ri06 migration", ri06SQL)
-}
-
-// execScript runs a multi-statement script in one transaction. A transaction-
-// level advisory lock serialises concurrent migrators (CREATE ... IF NOT EXISTS
-// alone races on the catalog when two managers start together).
-func (s *Store) execScript(ctx context.Context, what, script string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('projection-recovery:migrate', 0))`); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('projection-recovery:base-schema', 0))`); err != nil {
 			return err
 		}
 		// Simple protocol: a script of several statements without parameters.
-		_, err := tx.Exec(ctx, script, pgx.QueryExecModeSimpleProtocol)
+		_, err := tx.Exec(ctx, baseSQL, pgx.QueryExecModeSimpleProtocol)
 		return err
 	})
-	return dbErr("store: "+what, err)
+	return dbErr("store: base schema", err)
 }
 
 // WriteLock takes the scope's projection write lock for the rest of tx: a

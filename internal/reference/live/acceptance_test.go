@@ -110,7 +110,7 @@ func TestAcceptance_LossyLiveProjectionRecoversToIndependentReplay(t *testing.T)
 	defer cancel()
 	liveDone := make(chan error, 1)
 	go func() {
-		liveDone <- live.Run(ctx, nc, member.DefaultSubject("s"), e.s.Pool(), "s", func(err error) { t.Errorf("live: %v", err) })
+		liveDone <- live.Run(ctx, nc, member.DefaultSubject("s"), e.trade, "s", func(err error) { t.Errorf("live: %v", err) })
 	}()
 	time.Sleep(100 * time.Millisecond) // subscription established
 

@@ -21,10 +21,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
 	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
@@ -36,22 +38,22 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 var ctxb = context.Background()
 
 type env struct {
-	s   *store.Store
+	s   *store.Store // the operator: connected as projection_recovery (docs/database-role.md)
 	run store.Run
 	l   store.Lease
+	// trade is the trade-processor's connection (the admin): the live
+	// projector writes projection_runs.checkpoint_seq, which the operator's
+	// role may not.
+	trade *pgxpool.Pool
 }
 
 // newEnv: a fresh database with schema, a selected ACTIVE run and a lease.
 func newEnv(t testing.TB, descriptor string) env {
 	t.Helper()
-	s := store.New(pgtest.New(t))
-	if err := s.EnsureBaseSchema(ctxb); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctxb); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Pool().Exec(ctxb, `INSERT INTO projection_runs (scope, selected, phase, descriptor_hash, protocol_version)
+	db := recoverydb.New(t)
+	s := store.New(pgtest.Pool(t, db.Recovery))
+	trade := pgtest.Pool(t, db.Admin)
+	if _, err := trade.Exec(ctxb, `INSERT INTO projection_runs (scope, selected, phase, descriptor_hash, protocol_version)
 VALUES ('s', true, 'ACTIVE', $1, 1)`, descriptor); err != nil {
 		t.Fatal(err)
 	}
@@ -63,14 +65,14 @@ VALUES ('s', true, 'ACTIVE', $1, 1)`, descriptor); err != nil {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return env{s, run, l}
+	return env{s: s, run: run, l: l, trade: trade}
 }
 
 // feed applies events through the live projector in the given (arrival) order.
 func feed(t testing.TB, e env, evs ...wire.Event) {
 	t.Helper()
 	for _, ev := range evs {
-		if err := live.Apply(ctxb, e.s.Pool(), "s", ev); err != nil {
+		if err := live.Apply(ctxb, e.trade, "s", ev); err != nil {
 			t.Fatal(err)
 		}
 	}

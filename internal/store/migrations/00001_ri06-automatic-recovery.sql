@@ -1,7 +1,17 @@
--- ri06-automatic-recovery.sql (NFR-APR01): additive and rerunnable. Creates
+-- +goose Up
+-- 00001 ri06-automatic-recovery (NFR-APR01): additive and rerunnable. Creates
 -- only recovery's own objects, every one IF NOT EXISTS; never alters, drops or
 -- rewrites a base table, so applying it twice, or to a database already
--- holding live data, loses nothing.
+-- holding live data or the tables a previous release created with its
+-- hand-rolled script (same definitions), loses nothing: an existing table is
+-- adopted as it is. There is deliberately no Down section: recovery's schema
+-- is never downgraded (see schema.go).
+
+-- A previous release serialised its hand-rolled script on this transaction-
+-- level advisory lock, not on goose's session lock. Taking it too keeps a new
+-- and an old manager starting together on a fresh database from racing on
+-- the catalog (CREATE ... IF NOT EXISTS alone is not safe concurrently).
+SELECT pg_advisory_xact_lock(hashtextextended('projection-recovery:migrate', 0));
 
 -- FR-APR05: the completeness cursor. verified_through_seq/chain_digest are the
 -- only completeness claim; projection_runs.checkpoint_seq never is.
