@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -88,7 +89,10 @@ type pooledStore struct {
 	// migration, at a time); schemaOK caches its success only, so a database
 	// that lacked the tables is checked again on the next call.
 	schemaMu sync.Mutex
-	schemaOK bool
+	// schemaOK is atomic so that ReleaseAll (holding c.mu) can read it
+	// without schemaMu: ensureSchema takes schemaMu then c.mu, and the
+	// opposite order would deadlock a shutdown racing a first use.
+	schemaOK atomic.Bool
 }
 
 // sharedClient is one source client and the transport it owns.
@@ -204,13 +208,13 @@ func (c *Connections) pool(ctx context.Context, resource, key, dsn string) (*poo
 func (c *Connections) ensureSchema(ctx context.Context, key string, p *pooledStore) error {
 	p.schemaMu.Lock()
 	defer p.schemaMu.Unlock()
-	if p.schemaOK {
+	if p.schemaOK.Load() {
 		return nil
 	}
 	if err := p.st.EnsureSchema(ctx, c.ApplySchema); err != nil {
 		return codes.Database("ensuring recovery's schema (ri06-automatic-recovery.sql)", err)
 	}
-	p.schemaOK = true
+	p.schemaOK.Store(true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stores[key] == p { // not closed meanwhile
@@ -367,8 +371,13 @@ func (c *Connections) ReleaseAll(ctx context.Context, owner string) error {
 	defer c.mu.Unlock()
 	var errs []error
 	for key, p := range c.stores {
-		if err := p.st.ReleaseAll(ctx, owner); err != nil {
-			errs = append(errs, err)
+		// A pool whose schema step never succeeded holds no lease of ours
+		// (no page, no lease statement ran through it); asking would only
+		// fail on a missing table or an unreachable database.
+		if p.schemaOK.Load() {
+			if err := p.st.ReleaseAll(ctx, owner); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		c.closeStore(key)
 	}

@@ -50,6 +50,9 @@ type fixture struct {
 	// role of a manager with auto-recovery off: an off test sets
 	// f.dsn = f.readOnlyDSN before f.recovery to prove SELECT suffices.
 	readOnlyDSN string
+	// migratorDSN connects as projection_recovery_migrator (CREATE on the
+	// schema): what a manager that applies the schema itself needs.
+	migratorDSN string
 	pool        *pgxpool.Pool // the admin's (trade-processor's) pool on the same database
 	store       *store.Store  // on pool
 	log         *engine.Log
@@ -88,7 +91,7 @@ func newFixture(t testing.TB, scope string, commands int, dropRate float64) *fix
 	// the fixture itself (seeding runs, the live projector, assertions) is
 	// the trade-processor and connects as the admin.
 	db := recoverydb.New(t)
-	f := &fixture{t: t, scope: scope, dsn: db.Recovery, readOnlyDSN: db.ReadOnly}
+	f := &fixture{t: t, scope: scope, dsn: db.Recovery, readOnlyDSN: db.ReadOnly, migratorDSN: db.Migrator}
 	var err error
 	if f.store, err = store.Open(ctx, db.Admin); err != nil {
 		t.Fatal(err)
@@ -109,14 +112,21 @@ func newFixture(t testing.TB, scope string, commands int, dropRate float64) *fix
 		t.Fatal(err)
 	}
 	f.h = member.NewHandler(f.log, member.HandlerOptions{})
-	if _, err := f.pool.Exec(ctx, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
-VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, f.h.DescriptorHash()); err != nil {
-		t.Fatal(err)
-	}
+	f.addRun(scope)
 	f.step(commands)
 	f.serve("127.0.0.1:0")
 	t.Cleanup(f.stop)
 	return f
+}
+
+// addRun selects an ACTIVE epoch-v1 run of the member's descriptor for
+// scope, as the trade-processor would (the operator never writes runs).
+func (f *fixture) addRun(scope string) {
+	f.t.Helper()
+	if _, err := f.pool.Exec(context.Background(), `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
+VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, f.h.DescriptorHash()); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // step appends, commits and publishes n more commands.

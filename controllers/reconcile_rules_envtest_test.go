@@ -45,9 +45,38 @@ import (
 const directShard = "direct" // no manager watches this shard
 
 func directReconciler(owner string) *ProjectionRecoveryReconciler {
-	return &ProjectionRecoveryReconciler{Client: k8sClient, APIReader: k8sClient, AutoRecovery: true, Owner: owner,
+	return &ProjectionRecoveryReconciler{Client: scopeIndexedClient{k8sClient}, APIReader: k8sClient, AutoRecovery: true, Owner: owner,
 		Clock: clock.RealClock{}, Connections: &Connections{}, Registry: completeness.NewRegistry(nil),
 		Metrics: NewMetrics(prometheus.NewRegistry())}
+}
+
+// scopeIndexedClient serves the manager cache's spec.scope field index
+// (setupScopeClaim) on a direct API client, which has no such index: it lists
+// without the field selector and filters. Everything else goes straight through.
+type scopeIndexedClient struct{ client.Client }
+
+func (c scopeIndexedClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	scope, indexed := "", false
+	if lo.FieldSelector != nil {
+		scope, indexed = lo.FieldSelector.RequiresExactMatch(scopeIndexField)
+	}
+	prl, ok := list.(*recoveryv1.ProjectionRecoveryList)
+	if !indexed || !ok {
+		return c.Client.List(ctx, list, opts...)
+	}
+	lo.FieldSelector = nil
+	if err := c.Client.List(ctx, prl, lo); err != nil {
+		return err
+	}
+	kept := prl.Items[:0]
+	for _, it := range prl.Items {
+		if it.Spec.Scope == scope {
+			kept = append(kept, it)
+		}
+	}
+	prl.Items = kept
+	return nil
 }
 
 // logLines captures what Reconcile logs at the default level.

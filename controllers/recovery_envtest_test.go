@@ -342,10 +342,10 @@ func TestController_TLSAndBearerToken(t *testing.T) {
 	createSecret(t, ns, "member-ca", map[string]string{"ca.crt": caPEM, "bad.crt": "not a certificate"})
 	createSecret(t, ns, "member-token", map[string]string{"token": token, "wrong": "not-the-token"})
 
-	// Each resource gets its own scope: a second resource on one scope is
-	// refused as a duplicate before it ever reaches the member. Only the
-	// first needs the fixture's run; the others are refused (by the CA
-	// check, by the member) before anything would be written.
+	// Each resource gets its own scope (with its own selected run): a second
+	// resource on one scope is refused as a duplicate before it ever reaches
+	// the member. The others are refused (by the CA check, by the member)
+	// before anything would be written.
 	withTLS := func(caKey, tokenKey string) func(*recoveryv1.ProjectionRecoverySpec) {
 		return func(s *recoveryv1.ProjectionRecoverySpec) {
 			if caKey != "ca.crt" || tokenKey != "token" {
@@ -361,6 +361,8 @@ func TestController_TLSAndBearerToken(t *testing.T) {
 	good := f.recovery(ns, "tls", nil, withTLS("ca.crt", "token"))
 	waitState(t, ns, good.Name, 60*time.Second, "CURRENT over TLS with a token", isCurrentAt(f.boundary()))
 
+	f.addRun("tls-bad-token")
+	f.addRun("tls-ca-wrong")
 	badCA := f.recovery(ns, "tls-bad-ca", nil, withTLS("bad.crt", "token"))
 	got, _ := waitState(t, ns, badCA.Name, 30*time.Second, "InvalidSpec", func(o *recoveryv1.ProjectionRecovery) bool {
 		return o.Status.Reason == recoveryv1.ReasonInvalidSpec

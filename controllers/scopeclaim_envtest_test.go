@@ -176,7 +176,7 @@ func TestEnvtest_DuplicateScopeAcrossNamespaces(t *testing.T) {
 // tables only, as before ri06-automatic-recovery.sql was ever applied.
 func dropRecoveryTables(t *testing.T, f *fixture) {
 	t.Helper()
-	if _, err := f.pool.Exec(context.Background(), `DROP TABLE projection_catchup_cursor, projection_catchup_lease, projection_catchup_basis, projection_catchup_outbox`); err != nil {
+	if _, err := f.pool.Exec(context.Background(), `DROP TABLE projection_catchup_cursor, projection_catchup_lease, projection_catchup_basis, projection_catchup_outbox, projection_recovery_schema_version`); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -256,6 +256,10 @@ func TestEnvtest_SchemaAppliedWithAutoRecoveryOn(t *testing.T) {
 	ns := newNamespace(t)
 	f := newFixture(t, "noschema-on", 60, 0.3)
 	dropRecoveryTables(t, f)
+	// Applying the schema needs CREATE on it (docs/database-role.md): this
+	// manager connects as the migrator role; the runtime role would be told
+	// SCHEMA_MISSING ("run manager migrate as the schema owner").
+	f.dsn = f.migratorDSN
 	obj := f.recovery(ns, "noschema-on", nil, nil)
 	waitState(t, ns, obj.Name, 60*time.Second, "CURRENT after the schema was applied", isCurrentAt(f.boundary()))
 	want := []string{"projection_catchup_basis", "projection_catchup_cursor", "projection_catchup_lease", "projection_catchup_outbox"}

@@ -37,10 +37,12 @@ func (c *countStatements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pg
 }
 func (c *countStatements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// tracedStore is newStore with every statement counted.
+// tracedStore is newStore (the operator's role, the admin for seeding) with
+// every statement of the operator's pool counted.
 func tracedStore(t *testing.T) (*Store, *countStatements) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDSN(t))
+	db := pgtest.NewDB(t, schemaSetup)
+	cfg, err := pgxpool.ParseConfig(db.Recovery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +54,8 @@ func tracedStore(t *testing.T) (*Store, *countStatements) {
 	}
 	t.Cleanup(pool.Close)
 	s := New(pool)
-	if err := s.EnsureBaseSchema(ctxb); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctxb); err != nil {
-		t.Fatal(err)
-	}
+	admins.Store(s, pgtest.Pool(t, db.Admin))
+	t.Cleanup(func() { admins.Delete(s) })
 	return s, tr
 }
 
