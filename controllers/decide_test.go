@@ -34,22 +34,25 @@ import (
 func TestRetryBackoff_DoublesToTheCap(t *testing.T) {
 	base, maxDelay := 200*time.Millisecond, 2*time.Second
 	cases := []struct {
+		name     string
 		failures int32
 		want     time.Duration
 	}{
-		{0, 200 * time.Millisecond}, // treated as the first failure
-		{1, 200 * time.Millisecond},
-		{2, 400 * time.Millisecond},
-		{3, 800 * time.Millisecond},
-		{4, 1600 * time.Millisecond},
-		{5, 2 * time.Second},
-		{6, 2 * time.Second},
-		{1 << 30, 2 * time.Second}, // no overflow, no loop over a billion steps
+		{"zero failures counts as the first", 0, 200 * time.Millisecond},
+		{"first failure waits the base", 1, 200 * time.Millisecond},
+		{"second failure doubles", 2, 400 * time.Millisecond},
+		{"third failure doubles again", 3, 800 * time.Millisecond},
+		{"fourth failure still below the cap", 4, 1600 * time.Millisecond},
+		{"fifth failure reaches the cap", 5, 2 * time.Second},
+		{"sixth failure stays at the cap", 6, 2 * time.Second},
+		{"a billion failures neither overflow nor loop", 1 << 30, 2 * time.Second},
 	}
 	for _, tc := range cases {
-		if got := retryBackoff(tc.failures, base, maxDelay); got != tc.want {
-			t.Errorf("retryBackoff(%d) = %s, want %s", tc.failures, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := retryBackoff(tc.failures, base, maxDelay); got != tc.want {
+				t.Errorf("retryBackoff(%d) = %s, want %s", tc.failures, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -59,21 +62,24 @@ func TestRequeueAfter_PerState(t *testing.T) {
 		Backoff:  &recoveryv1.BackoffSpec{Base: metav1.Duration{Duration: time.Second}, Cap: metav1.Duration{Duration: 10 * time.Second}},
 	}
 	cases := []struct {
+		name     string
 		state    recoveryv1.RecoveryState
 		failures int32
 		want     time.Duration
 	}{
-		{recoveryv1.StateCatchingUp, 0, catchingUpRequeue},
-		{recoveryv1.StateCurrent, 0, 30 * time.Second},
-		{recoveryv1.StateRetrying, 1, time.Second},
-		{recoveryv1.StateRetrying, 3, 4 * time.Second},
-		{recoveryv1.StateRetrying, 9, 10 * time.Second},
-		{recoveryv1.StateBlocked, 4, blockedRecheck},
+		{"catching up requeues at once", recoveryv1.StateCatchingUp, 0, catchingUpRequeue},
+		{"current waits the interval", recoveryv1.StateCurrent, 0, 30 * time.Second},
+		{"retrying after one failure waits the base", recoveryv1.StateRetrying, 1, time.Second},
+		{"retrying after three failures backs off", recoveryv1.StateRetrying, 3, 4 * time.Second},
+		{"retrying after nine failures is capped", recoveryv1.StateRetrying, 9, 10 * time.Second},
+		{"blocked rechecks on its own period", recoveryv1.StateBlocked, 4, blockedRecheck},
 	}
 	for _, tc := range cases {
-		if got := requeueAfter(tc.state, tc.failures, spec); got != tc.want {
-			t.Errorf("requeueAfter(%s, %d) = %s, want %s", tc.state, tc.failures, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := requeueAfter(tc.state, tc.failures, spec); got != tc.want {
+				t.Errorf("requeueAfter(%s, %d) = %s, want %s", tc.state, tc.failures, got, tc.want)
+			}
+		})
 	}
 	long := &recoveryv1.ProjectionRecoverySpec{Interval: &metav1.Duration{Duration: time.Hour}}
 	if got := requeueAfter(recoveryv1.StateBlocked, 1, long); got != time.Hour {
@@ -83,28 +89,31 @@ func TestRequeueAfter_PerState(t *testing.T) {
 
 func TestClassify_TransientRetriesEverythingElseBlocks(t *testing.T) {
 	cases := []struct {
+		name      string
 		err       error
 		wantState recoveryv1.RecoveryState
 		wantCode  codes.Code
 	}{
-		{&codes.Refusal{Code: codes.LeaseHeld}, recoveryv1.StateRetrying, codes.LeaseHeld},
-		{&codes.Refusal{Code: codes.Superseded}, recoveryv1.StateRetrying, codes.Superseded},
-		{&codes.Refusal{Code: codes.DatabaseUnavailable}, recoveryv1.StateRetrying, codes.DatabaseUnavailable},
-		{&source.UnavailableError{Err: errors.New("connection refused")}, recoveryv1.StateRetrying, codes.SourceUnavailable},
-		{&codes.Refusal{Code: codes.OrphanTrade}, recoveryv1.StateBlocked, codes.OrphanTrade},
-		{&codes.Refusal{Code: codes.UnexplainedBalance}, recoveryv1.StateBlocked, codes.UnexplainedBalance},
-		{&source.RefusalError{Status: 409, Code: "MISSING_GENESIS"}, recoveryv1.StateBlocked, codes.SourceRefused},
-		{errors.New("a bug"), recoveryv1.StateBlocked, codes.Internal},
+		{"lease held retries", &codes.Refusal{Code: codes.LeaseHeld}, recoveryv1.StateRetrying, codes.LeaseHeld},
+		{"superseded retries", &codes.Refusal{Code: codes.Superseded}, recoveryv1.StateRetrying, codes.Superseded},
+		{"database unavailable retries", &codes.Refusal{Code: codes.DatabaseUnavailable}, recoveryv1.StateRetrying, codes.DatabaseUnavailable},
+		{"source unreachable retries", &source.UnavailableError{Err: errors.New("connection refused")}, recoveryv1.StateRetrying, codes.SourceUnavailable},
+		{"orphan trade blocks", &codes.Refusal{Code: codes.OrphanTrade}, recoveryv1.StateBlocked, codes.OrphanTrade},
+		{"unexplained balance blocks", &codes.Refusal{Code: codes.UnexplainedBalance}, recoveryv1.StateBlocked, codes.UnexplainedBalance},
+		{"source refusal blocks", &source.RefusalError{Status: 409, Code: "MISSING_GENESIS"}, recoveryv1.StateBlocked, codes.SourceRefused},
+		{"unclassified error blocks as internal", errors.New("a bug"), recoveryv1.StateBlocked, codes.Internal},
 	}
 	for _, tc := range cases {
-		state, code := classify(tc.err)
-		if state != tc.wantState || code != tc.wantCode {
-			t.Errorf("classify(%v) = %s/%s, want %s/%s", tc.err, state, code, tc.wantState, tc.wantCode)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			state, code := classify(tc.err)
+			if state != tc.wantState || code != tc.wantCode {
+				t.Errorf("classify(%v) = %s/%s, want %s/%s", tc.err, state, code, tc.wantState, tc.wantCode)
+			}
+		})
 	}
 }
 
-func TestIdleCheckSuffices(t *testing.T) {
+func TestDecide_IdleCheckSuffices(t *testing.T) {
 	cur := store.Cursor{Exists: true, State: store.StateCurrent, VerifiedThroughSeq: 100, LastObservedBoundarySeq: 100}
 	cases := []struct {
 		name string
@@ -118,13 +127,15 @@ func TestIdleCheckSuffices(t *testing.T) {
 		{"no cursor", store.Cursor{}, pageView{idle: true}, false},
 	}
 	for _, tc := range cases {
-		if got := idleCheckSuffices(tc.cur, tc.page); got != tc.want {
-			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := idleCheckSuffices(tc.cur, tc.page); got != tc.want {
+				t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+			}
+		})
 	}
 }
 
-func TestStateAfterProgress(t *testing.T) {
+func TestDecide_StateAfterProgress(t *testing.T) {
 	if stateAfterProgress(50, 100, false) != recoveryv1.StateCatchingUp {
 		t.Error("behind the boundary must be CATCHING_UP")
 	}
@@ -138,27 +149,30 @@ func TestStateAfterProgress(t *testing.T) {
 
 func TestConditionsFor_AtMostOneTrue(t *testing.T) {
 	cases := []struct {
+		name                        string
 		state                       recoveryv1.RecoveryState
 		reason                      string
 		ready, reconciling, stalled metav1.ConditionStatus
 		wantReason                  string
 	}{
-		{recoveryv1.StateCurrent, "", "True", "False", "False", recoveryv1.ReasonCurrent},
-		{recoveryv1.StateCatchingUp, "", "False", "True", "False", recoveryv1.ReasonCatchingUp},
-		{recoveryv1.StateRetrying, "SOURCE_UNAVAILABLE", "False", "True", "False", recoveryv1.ReasonRetrying},
-		{recoveryv1.StateBlocked, "ORPHAN_TRADE", "False", "False", "True", recoveryv1.ReasonBlocked},
-		{"", recoveryv1.ReasonSecretNotFound, "False", "False", "True", recoveryv1.ReasonSecretNotFound},
-		{"", recoveryv1.ReasonInvalidSpec, "False", "False", "True", recoveryv1.ReasonInvalidSpec},
-		{"", string(codes.SchemaMissing), "False", "False", "True", recoveryv1.ReasonSchemaMissing},
-		{"", recoveryv1.ReasonSuspended, "False", "False", "False", recoveryv1.ReasonSuspended},
-		{"", recoveryv1.ReasonAutoRecoveryDisabled, "False", "False", "False", recoveryv1.ReasonAutoRecoveryDisabled},
-		{"", "", "False", "True", "False", recoveryv1.ReasonAwaitingFirstCycle},
+		{"current is ready", recoveryv1.StateCurrent, "", "True", "False", "False", recoveryv1.ReasonCurrent},
+		{"catching up is reconciling", recoveryv1.StateCatchingUp, "", "False", "True", "False", recoveryv1.ReasonCatchingUp},
+		{"retrying is reconciling", recoveryv1.StateRetrying, "SOURCE_UNAVAILABLE", "False", "True", "False", recoveryv1.ReasonRetrying},
+		{"blocked is stalled", recoveryv1.StateBlocked, "ORPHAN_TRADE", "False", "False", "True", recoveryv1.ReasonBlocked},
+		{"secret not found is stalled", "", recoveryv1.ReasonSecretNotFound, "False", "False", "True", recoveryv1.ReasonSecretNotFound},
+		{"invalid spec is stalled", "", recoveryv1.ReasonInvalidSpec, "False", "False", "True", recoveryv1.ReasonInvalidSpec},
+		{"schema missing is stalled", "", string(codes.SchemaMissing), "False", "False", "True", recoveryv1.ReasonSchemaMissing},
+		{"suspended is none of them", "", recoveryv1.ReasonSuspended, "False", "False", "False", recoveryv1.ReasonSuspended},
+		{"auto recovery disabled is none of them", "", recoveryv1.ReasonAutoRecoveryDisabled, "False", "False", "False", recoveryv1.ReasonAutoRecoveryDisabled},
+		{"awaiting the first cycle is reconciling", "", "", "False", "True", "False", recoveryv1.ReasonAwaitingFirstCycle},
 	}
 	for _, tc := range cases {
-		got := conditionsFor(tc.state, tc.reason, "m")
-		if got.ready != tc.ready || got.reconciling != tc.reconciling || got.stalled != tc.stalled || got.reason != tc.wantReason {
-			t.Errorf("conditionsFor(%q, %q) = %+v", tc.state, tc.reason, got)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			got := conditionsFor(tc.state, tc.reason, "m")
+			if got.ready != tc.ready || got.reconciling != tc.reconciling || got.stalled != tc.stalled || got.reason != tc.wantReason {
+				t.Errorf("conditionsFor(%q, %q) = %+v", tc.state, tc.reason, got)
+			}
+		})
 	}
 }
 
@@ -178,7 +192,7 @@ func TestApplyConditions_IdempotentKeepsTransitionTime(t *testing.T) {
 	}
 }
 
-func TestTransitionEvent(t *testing.T) {
+func TestDecide_TransitionEvent(t *testing.T) {
 	st := func(s recoveryv1.RecoveryState, reason string) *recoveryv1.ProjectionRecoveryStatus {
 		return &recoveryv1.ProjectionRecoveryStatus{State: s, Reason: reason, Message: "m"}
 	}
@@ -200,10 +214,12 @@ func TestTransitionEvent(t *testing.T) {
 		{"no state", "", "", st("", recoveryv1.ReasonSuspended), false, "", ""},
 	}
 	for _, tc := range cases {
-		typ, reason, _, ok := transitionEvent(tc.prev, tc.prevReason, tc.now)
-		if ok != tc.wantOK || typ != tc.wantType || reason != tc.wantReason {
-			t.Errorf("%s: got (%s, %s, %v), want (%s, %s, %v)", tc.name, typ, reason, ok, tc.wantType, tc.wantReason, tc.wantOK)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			typ, reason, _, ok := transitionEvent(tc.prev, tc.prevReason, tc.now)
+			if ok != tc.wantOK || typ != tc.wantType || reason != tc.wantReason {
+				t.Errorf("%s: got (%s, %s, %v), want (%s, %s, %v)", tc.name, typ, reason, ok, tc.wantType, tc.wantReason, tc.wantOK)
+			}
+		})
 	}
 }
 
@@ -225,25 +241,28 @@ func TestRedact_RemovesCredentials(t *testing.T) {
 	}
 }
 
-func TestObserverRequeue(t *testing.T) {
+func TestDecide_ObserverRequeue(t *testing.T) {
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	cases := []struct {
+		name     string
 		expires  time.Time
 		interval time.Duration
 		want     time.Duration
 	}{
-		{now.Add(5 * time.Second), 30 * time.Second, 5*time.Second + 100*time.Millisecond}, // just after the lease would lapse
-		{now.Add(5 * time.Minute), 30 * time.Second, 30 * time.Second},                     // never later than the interval
-		{now.Add(-time.Second), 30 * time.Second, observerMinRequeue},                      // expired already: soon, not hot
+		{"just after the lease would lapse", now.Add(5 * time.Second), 30 * time.Second, 5*time.Second + 100*time.Millisecond},
+		{"never later than the interval", now.Add(5 * time.Minute), 30 * time.Second, 30 * time.Second},
+		{"expired already: soon, not hot", now.Add(-time.Second), 30 * time.Second, observerMinRequeue},
 	}
 	for _, tc := range cases {
-		if got := observerRequeue(now, tc.expires, tc.interval); got != tc.want {
-			t.Errorf("observerRequeue(expires in %s) = %s, want %s", tc.expires.Sub(now), got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := observerRequeue(now, tc.expires, tc.interval); got != tc.want {
+				t.Errorf("observerRequeue(expires in %s) = %s, want %s", tc.expires.Sub(now), got, tc.want)
+			}
+		})
 	}
 }
 
-func TestGateOf(t *testing.T) {
+func TestDecide_GateOf(t *testing.T) {
 	f := int64(100)
 	active := store.Run{RunID: 1, Scope: "s", Epoch: 1, Managed: true, Selected: true, Phase: store.PhaseActive}
 	draining := active
@@ -285,7 +304,7 @@ func TestGateOf(t *testing.T) {
 	}
 }
 
-func TestEffectiveBoundaryAndLag(t *testing.T) {
+func TestDecide_EffectiveBoundaryAndLag(t *testing.T) {
 	f := int64(100)
 	cases := []struct {
 		name                  string
@@ -323,37 +342,43 @@ func TestEffectiveBoundaryAndLag(t *testing.T) {
 func TestProgressMessage_DependsOnTheCursorOnly(t *testing.T) {
 	f := int64(100)
 	cases := []struct {
+		name               string
 		verified, boundary int64
 		frozen             *int64
 		want               string
 	}{
-		{150, 200, nil, "verified through 150 of boundary 200"},
-		{60, 200, &f, "verified through 60 of the DRAINING run's frozen sequence 100 (the member's boundary is 200)"},
-		{100, 200, &f, "DRAINING run verified through its frozen sequence 100; nothing past it is fetched (the member's boundary is 200)"},
-		{80, 80, &f, "verified through 80 of boundary 80"},
+		{"active run behind the boundary", 150, 200, nil, "verified through 150 of boundary 200"},
+		{"draining run below its frozen sequence", 60, 200, &f, "verified through 60 of the DRAINING run's frozen sequence 100 (the member's boundary is 200)"},
+		{"draining run drained at its frozen sequence", 100, 200, &f, "DRAINING run verified through its frozen sequence 100; nothing past it is fetched (the member's boundary is 200)"},
+		{"draining run with the member still below f", 80, 80, &f, "verified through 80 of boundary 80"},
 	}
 	for _, tc := range cases {
-		if got := progressMessage(tc.verified, tc.boundary, tc.frozen); got != tc.want {
-			t.Errorf("progressMessage(%d, %d) = %q, want %q", tc.verified, tc.boundary, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := progressMessage(tc.verified, tc.boundary, tc.frozen); got != tc.want {
+				t.Errorf("progressMessage(%d, %d) = %q, want %q", tc.verified, tc.boundary, got, tc.want)
+			}
+		})
 	}
 }
 
-func TestLeaseNeedsRenewal(t *testing.T) {
+func TestDecide_LeaseNeedsRenewal(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	ttl := 10 * time.Second
 	cases := []struct {
+		name    string
 		elapsed time.Duration
 		want    bool
 	}{
-		{0, false},
-		{4 * time.Second, false},
-		{5 * time.Second, true},  // half the lease gone: renew before writing
-		{12 * time.Second, true}, // expired during a slow fetch: take it again
+		{"just taken", 0, false},
+		{"less than half the lease gone", 4 * time.Second, false},
+		{"half the lease gone: renew before writing", 5 * time.Second, true},
+		{"expired during a slow fetch: take it again", 12 * time.Second, true},
 	}
 	for _, tc := range cases {
-		if got := leaseNeedsRenewal(t0, t0.Add(tc.elapsed), ttl); got != tc.want {
-			t.Errorf("leaseNeedsRenewal(after %s) = %v, want %v", tc.elapsed, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := leaseNeedsRenewal(t0, t0.Add(tc.elapsed), ttl); got != tc.want {
+				t.Errorf("leaseNeedsRenewal(after %s) = %v, want %v", tc.elapsed, got, tc.want)
+			}
+		})
 	}
 }

@@ -134,21 +134,23 @@ func TestEnvtest_PrinterColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, resource := range []string{"projectionrecoveries", "prec"} {
-		cmd := exec.Command(filepath.Join(assets, "kubectl"), "--kubeconfig", kcPath, "get", resource, "-n", ns)
-		var out, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("kubectl get %s: %v: %s", resource, err, stderr.String())
-		}
-		header := strings.Fields(strings.SplitN(out.String(), "\n", 2)[0])
-		want := []string{"NAME", "SCOPE", "STATE", "VERIFIED", "BOUNDARY", "LAG", "REASON", "AGE"}
-		if strings.Join(header, " ") != strings.Join(want, " ") {
-			t.Fatalf("kubectl get %s header = %v, want %v\n%s", resource, header, want, out.String())
-		}
-		if !strings.Contains(out.String(), "venue-cols") {
-			t.Fatalf("kubectl get %s does not show the scope:\n%s", resource, out.String())
-		}
-		t.Logf("kubectl get %s:\n%s", resource, out.String())
+		t.Run(resource, func(t *testing.T) {
+			cmd := exec.Command(filepath.Join(assets, "kubectl"), "--kubeconfig", kcPath, "get", resource, "-n", ns)
+			var out, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("kubectl get %s: %v: %s", resource, err, stderr.String())
+			}
+			header := strings.Fields(strings.SplitN(out.String(), "\n", 2)[0])
+			want := []string{"NAME", "SCOPE", "STATE", "VERIFIED", "BOUNDARY", "LAG", "REASON", "AGE"}
+			if strings.Join(header, " ") != strings.Join(want, " ") {
+				t.Fatalf("kubectl get %s header = %v, want %v\n%s", resource, header, want, out.String())
+			}
+			if !strings.Contains(out.String(), "venue-cols") {
+				t.Fatalf("kubectl get %s does not show the scope:\n%s", resource, out.String())
+			}
+			t.Logf("kubectl get %s:\n%s", resource, out.String())
+		})
 	}
 }
 

@@ -40,34 +40,37 @@ func TestKstatus_ComputesFromOurConditions(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	r := &ProjectionRecoveryReconciler{Clock: clk, Registry: completeness.NewRegistry(clk.Now), Metrics: NewMetrics(prometheus.NewRegistry())}
 	cases := []struct {
+		name   string
 		state  recoveryv1.RecoveryState
 		reason string
 		want   kstatus.Status
 	}{
-		{recoveryv1.StateCurrent, "", kstatus.CurrentStatus},
-		{recoveryv1.StateCatchingUp, "", kstatus.InProgressStatus},
-		{recoveryv1.StateRetrying, string(codes.SourceUnavailable), kstatus.InProgressStatus},
-		{recoveryv1.StateBlocked, string(codes.OrphanTrade), kstatus.FailedStatus},
+		{"current is Current", recoveryv1.StateCurrent, "", kstatus.CurrentStatus},
+		{"catching up is InProgress", recoveryv1.StateCatchingUp, "", kstatus.InProgressStatus},
+		{"retrying is InProgress", recoveryv1.StateRetrying, string(codes.SourceUnavailable), kstatus.InProgressStatus},
+		{"blocked is Failed", recoveryv1.StateBlocked, string(codes.OrphanTrade), kstatus.FailedStatus},
 	}
 	for _, tc := range cases {
-		obj := &recoveryv1.ProjectionRecovery{
-			TypeMeta:   metav1.TypeMeta{APIVersion: recoveryv1.GroupVersion.String(), Kind: "ProjectionRecovery"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", Generation: 4},
-		}
-		s := &recoveryScope{obj: obj, now: clk.Now(), state: tc.state, reason: tc.reason, message: "m",
-			cycle: &cycleResult{state: tc.state, cursor: store.Cursor{VerifiedThroughSeq: 10}, boundary: 20}}
-		r.computeStatus(s)
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := kstatus.Compute(&unstructured.Unstructured{Object: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Status != tc.want {
-			t.Errorf("%s: kstatus = %s (%s), want %s", tc.state, res.Status, res.Message, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &recoveryv1.ProjectionRecovery{
+				TypeMeta:   metav1.TypeMeta{APIVersion: recoveryv1.GroupVersion.String(), Kind: "ProjectionRecovery"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", Generation: 4},
+			}
+			s := &recoveryScope{obj: obj, now: clk.Now(), state: tc.state, reason: tc.reason, message: "m",
+				cycle: &cycleResult{state: tc.state, cursor: store.Cursor{VerifiedThroughSeq: 10}, boundary: 20}}
+			r.computeStatus(s)
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := kstatus.Compute(&unstructured.Unstructured{Object: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != tc.want {
+				t.Errorf("%s: kstatus = %s (%s), want %s", tc.state, res.Status, res.Message, tc.want)
+			}
+		})
 	}
 
 	// A status computed for an older generation is InProgress whatever it says.

@@ -43,9 +43,11 @@ func TestParseFlags_DefaultsAndErrors(t *testing.T) {
 		"watch-label-selector":      {"--watch-label-selector=a=b=c"},
 	}
 	for want, args := range cases {
-		if _, err := parseFlags(args); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("parseFlags(%v) = %v, want an error naming %s", args, err, want)
-		}
+		t.Run(want, func(t *testing.T) {
+			if _, err := parseFlags(args); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("parseFlags(%v) = %v, want an error naming %s", args, err, want)
+			}
+		})
 	}
 	if _, err := newLogger(options{logLevel: "loud"}); err == nil {
 		t.Error("an unknown log level must be refused")
@@ -95,14 +97,22 @@ func TestCLI_VersionPrintsBuild(t *testing.T) {
 // TestCLI_UsageErrorExitsTwo: an unknown flag or an invalid value is a usage
 // error: exit status 2 and a hint on stderr, nothing on stdout.
 func TestCLI_UsageErrorExitsTwo(t *testing.T) {
-	for _, args := range [][]string{{"--bogus"}, {"--sync-period=1s"}} {
-		var out, errb bytes.Buffer
-		if code := mainCode(args, &out, &errb); code != 2 {
-			t.Fatalf("%v: exit status %d, want 2", args, code)
-		}
-		if !strings.Contains(errb.String(), "Run 'manager --help' for usage.") || out.Len() != 0 {
-			t.Fatalf("%v: stdout %q stderr %q", args, out.String(), errb.String())
-		}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"unknown flag", []string{"--bogus"}},
+		{"invalid value", []string{"--sync-period=1s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := mainCode(tc.args, &out, &errb); code != 2 {
+				t.Fatalf("%v: exit status %d, want 2", tc.args, code)
+			}
+			if !strings.Contains(errb.String(), "Run 'manager --help' for usage.") || out.Len() != 0 {
+				t.Fatalf("%v: stdout %q stderr %q", tc.args, out.String(), errb.String())
+			}
+		})
 	}
 	if _, err := parseFlags([]string{"--version"}); !errors.Is(err, errVersion) {
 		t.Fatalf("parseFlags(--version) = %v, want errVersion", err)
@@ -121,26 +131,29 @@ func TestCLI_BinaryHelpAndVersion(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	for _, tc := range []struct {
+		name      string
 		arg, want string
 		code      int
 	}{
-		{"--help", "-enable-auto-recovery", 0},
-		{"--version", "manager v9.9.9-test (go", 0},
-		{"--no-such-flag", "", 2},
+		{"help prints usage and exits 0", "--help", "-enable-auto-recovery", 0},
+		{"version prints the stamped version and exits 0", "--version", "manager v9.9.9-test (go", 0},
+		{"unknown flag exits 2", "--no-such-flag", "", 2},
 	} {
-		var out bytes.Buffer
-		cmd := exec.Command(bin, tc.arg)
-		cmd.Stdout = &out
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != tc.code || !strings.Contains(out.String(), tc.want) {
-			t.Fatalf("manager %s: exit %d (want %d), stdout %q (want it to contain %q)", tc.arg, code, tc.code, out.String(), tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			cmd := exec.Command(bin, tc.arg)
+			cmd.Stdout = &out
+			err := cmd.Run()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code || !strings.Contains(out.String(), tc.want) {
+				t.Fatalf("manager %s: exit %d (want %d), stdout %q (want it to contain %q)", tc.arg, code, tc.code, out.String(), tc.want)
+			}
+		})
 	}
 }

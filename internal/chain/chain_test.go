@@ -51,16 +51,18 @@ func TestFRAPR03_GoldenVectors(t *testing.T) {
 		t.Fatalf("only %d vectors", len(vf.Vectors))
 	}
 	for _, v := range vf.Vectors {
-		d := v.Start
-		for i, w := range v.Wires {
-			d = Next(d, []byte(w))
-			if d != v.Digests[i] {
-				t.Fatalf("%s[%d]: got %s want %s", v.Name, i, d, v.Digests[i])
+		t.Run(v.Name, func(t *testing.T) {
+			d := v.Start
+			for i, w := range v.Wires {
+				d = Next(d, []byte(w))
+				if d != v.Digests[i] {
+					t.Fatalf("%s[%d]: got %s want %s", v.Name, i, d, v.Digests[i])
+				}
+				if !Valid(d) {
+					t.Fatalf("digest %q not valid", d)
+				}
 			}
-			if !Valid(d) {
-				t.Fatalf("digest %q not valid", d)
-			}
-		}
+		})
 	}
 }
 
@@ -69,9 +71,19 @@ func TestChain_OrderMatters(t *testing.T) {
 	if Next(Next(Genesis, a), b) == Next(Next(Genesis, b), a) {
 		t.Fatal("chain is order-insensitive")
 	}
-	for _, bad := range []string{"", strings.ToUpper(Next(Genesis, a)), Genesis[:63], Genesis + "0", strings.Repeat("g", 64)} {
-		if Valid(bad) {
-			t.Errorf("Valid(%q)", bad)
-		}
+	for _, tc := range []struct {
+		name, bad string
+	}{
+		{"empty", ""},
+		{"upper-case hex", strings.ToUpper(Next(Genesis, a))},
+		{"63 characters", Genesis[:63]},
+		{"65 characters", Genesis + "0"},
+		{"not hex", strings.Repeat("g", 64)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if Valid(tc.bad) {
+				t.Errorf("Valid(%q)", tc.bad)
+			}
+		})
 	}
 }

@@ -64,15 +64,17 @@ func TestFRAPR11_ReadOnly(t *testing.T) {
 	srv := httptest.NewServer(NewRegistry(nil).Handler())
 	defer srv.Close()
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
-		req, _ := http.NewRequest(m, srv.URL+Path, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusMethodNotAllowed {
-			t.Errorf("%s: status %d, want 405", m, resp.StatusCode)
-		}
+		t.Run(m, func(t *testing.T) {
+			req, _ := http.NewRequest(m, srv.URL+Path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed {
+				t.Errorf("%s: status %d, want 405", m, resp.StatusCode)
+			}
+		})
 	}
 	resp, err := http.Get(srv.URL + "/v2/other")
 	if err != nil {

@@ -361,7 +361,7 @@ func TestFRAPR05_IdlePageRefreshesVerification(t *testing.T) {
 }
 
 // A shutdown (cancelled context) mid-page is transient, never BLOCKED.
-func TestCancelledContextIsTransient(t *testing.T) {
+func TestStore_CancelledContextIsTransient(t *testing.T) {
 	f := setup(t)
 	ctx, cancel := context.WithCancel(ctxb)
 	cancel()

@@ -77,7 +77,7 @@ func rehash(p *source.Page) *source.Page {
 }
 
 // Every code has a test named TestRefusal_<CODE> (this file's convention).
-func TestEveryRefusalCodeHasATest(t *testing.T) {
+func TestCodes_EveryRefusalCodeHasATest(t *testing.T) {
 	var all strings.Builder
 	files, _ := os.ReadDir(".")
 	for _, f := range files {
@@ -155,11 +155,11 @@ func TestRefusal_ORDER_ROW_MISMATCH(t *testing.T) {
 	refused(t, f.s, f.l, f.run, f.page(), codes.OrderRowMismatch)
 }
 
-// The reviewed timestamp comparator: timestamptz keeps microseconds and pgx
+// FR-APR06: the reviewed timestamp comparator: timestamptz keeps microseconds and pgx
 // truncates nanoseconds, so a row equal to the source truncated to the
 // microsecond matches, and a row one microsecond off (e.g. a writer that
 // rounded instead of truncating) is a mismatch.
-func TestOrderTimestampComparatorAtMicrosecondPrecision(t *testing.T) {
+func TestFRAPR06_OrderTimestampComparatorAtMicrosecondPrecision(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	run := addRun(t, s, "s", PhaseActive, nil)
@@ -205,9 +205,9 @@ func TestRefusal_UNEXPLAINED_BALANCE(t *testing.T) {
 	refused(t, g.s, g.l, g.run, g.page(), codes.UnexplainedBalance)
 }
 
-// A balance on a key the source never mentions blocks the page that would
-// make the scope CURRENT.
-func TestUnexplainedPhantomBalanceBlocksCompleteness(t *testing.T) {
+// FR-APR06: a balance on a key the source never mentions blocks the page that
+// would make the scope CURRENT.
+func TestFRAPR06_UnexplainedPhantomBalanceBlocksCompleteness(t *testing.T) {
 	f := setup(t)
 	seedPosition(t, f.s, "s", "Z", "ACME", "5", "10", true, "0")
 	if _, err := f.s.ApplyPage(ctxb, f.l, f.run, f.src.Page(0, 3)); err != nil {
@@ -276,17 +276,26 @@ func TestRefusal_NOT_ELIGIBLE(t *testing.T) {
 	if _, err := s.SelectedRun(ctxb, "none"); codes.Of(err) != codes.NotEligible {
 		t.Fatalf("no selected run: %v", err)
 	}
+	// The rows share the parent's database (one scope each) and run in
+	// order: refused compares a snapshot of the whole database, so no row
+	// may run concurrently with another.
 	for _, c := range []struct {
+		name         string
 		scope, phase string
 		managed      bool
-	}{{"sealed", PhaseSealed, true}, {"unmanaged", PhaseActive, false}} {
-		mustExec(t, s, `INSERT INTO projection_runs (scope, managed, selected, phase, descriptor_hash, protocol_version) VALUES ($1, $2, true, $3, $4, 1)`,
-			c.scope, c.managed, c.phase, testDescriptor)
-		run, err := s.SelectedRun(ctxb, c.scope)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refused(t, s, lease(t, s, c.scope, "a"), run, baseLedger(t).Page(0, 100), codes.NotEligible)
+	}{
+		{"sealed run", "sealed", PhaseSealed, true},
+		{"unmanaged run", "unmanaged", PhaseActive, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mustExec(t, s, `INSERT INTO projection_runs (scope, managed, selected, phase, descriptor_hash, protocol_version) VALUES ($1, $2, true, $3, $4, 1)`,
+				c.scope, c.managed, c.phase, testDescriptor)
+			run, err := s.SelectedRun(ctxb, c.scope)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused(t, s, lease(t, s, c.scope, "a"), run, baseLedger(t).Page(0, 100), codes.NotEligible)
+		})
 	}
 }
 
@@ -305,15 +314,16 @@ func TestRefusal_BEYOND_FROZEN(t *testing.T) {
 // FR-APR09: any change of the selected run's barrier since the caller read it
 // supersedes the page; nothing is written.
 func TestRefusal_SUPERSEDED(t *testing.T) {
-	for _, change := range []string{
-		`UPDATE projection_runs SET phase = 'DRAINING', frozen_seq = 3`,
-		`UPDATE projection_runs SET descriptor_hash = 'other'`,
-		`UPDATE projection_runs SET selected = false`,
+	for _, tc := range []struct {
+		name, change string
+	}{
+		{"run began draining", `UPDATE projection_runs SET phase = 'DRAINING', frozen_seq = 3`},
+		{"descriptor changed", `UPDATE projection_runs SET descriptor_hash = 'other'`},
+		{"run deselected", `UPDATE projection_runs SET selected = false`},
 	} {
-		f := fixture{}
-		t.Run("", func(t *testing.T) {
-			f = setup(t)
-			mustExec(t, f.s, change)
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t)
+			mustExec(t, f.s, tc.change)
 			refused(t, f.s, f.l, f.run, f.page(), codes.Superseded)
 		})
 	}

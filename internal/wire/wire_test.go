@@ -47,33 +47,37 @@ func TestWire_EncodeGoldenBytes(t *testing.T) {
 		`{"type":"trade","seq":3,"tradeId":"t-1","tradeSeq":1,"instrument":"BTC-USD","price":"101","quantity":"0.0001","buyOrderId":"o-1","sellOrderId":"o-2","buyAccount":"acct-1","sellAccount":"acct-2","ts":"2026-03-04T05:06:07.000000890Z"}`,
 	}
 	for i, e := range sampleEvents() {
-		got, err := Encode(e)
-		if err != nil {
-			t.Fatalf("event %d: %v", i, err)
-		}
-		if string(got) != want[i] {
-			t.Errorf("event %d:\n got %s\nwant %s", i, got, want[i])
-		}
+		t.Run(string(e.Type), func(t *testing.T) {
+			got, err := Encode(e)
+			if err != nil {
+				t.Fatalf("event %d: %v", i, err)
+			}
+			if string(got) != want[i] {
+				t.Errorf("event %d:\n got %s\nwant %s", i, got, want[i])
+			}
+		})
 	}
 }
 
 func TestWire_RoundTripAndDeterminism(t *testing.T) {
 	for i, e := range sampleEvents() {
-		b1, err := Encode(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := Decode(b1)
-		if err != nil {
-			t.Fatalf("event %d: decode own encoding: %v", i, err)
-		}
-		if got.Type != e.Type || got.Seq() != e.Seq() {
-			t.Fatalf("event %d: type/seq changed: %+v", i, got)
-		}
-		b2, err := Encode(got)
-		if err != nil || !bytes.Equal(b1, b2) {
-			t.Fatalf("event %d: re-encode differs (%v):\n%s\n%s", i, err, b1, b2)
-		}
+		t.Run(string(e.Type), func(t *testing.T) {
+			b1, err := Encode(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Decode(b1)
+			if err != nil {
+				t.Fatalf("event %d: decode own encoding: %v", i, err)
+			}
+			if got.Type != e.Type || got.Seq() != e.Seq() {
+				t.Fatalf("event %d: type/seq changed: %+v", i, got)
+			}
+			b2, err := Encode(got)
+			if err != nil || !bytes.Equal(b1, b2) {
+				t.Fatalf("event %d: re-encode differs (%v):\n%s\n%s", i, err, b1, b2)
+			}
+		})
 	}
 	// A non-UTC timestamp with the same instant encodes to the same bytes.
 	e := sampleEvents()[1]
@@ -89,9 +93,11 @@ func TestWire_RoundTripAndDeterminism(t *testing.T) {
 func TestWire_FormatDecimalIgnoresPackageKnobs(t *testing.T) {
 	cases := map[string]string{"1.50": "1.5", "-0.0": "0", "100": "100", "1e3": "1000", "0.000100": "0.0001", "-12.340": "-12.34", "1200e-2": "12"}
 	for in, want := range cases {
-		if got := FormatDecimal(decimal.RequireFromString(in)); got != want {
-			t.Errorf("FormatDecimal(%s) = %s, want %s", in, got, want)
-		}
+		t.Run(in, func(t *testing.T) {
+			if got := FormatDecimal(decimal.RequireFromString(in)); got != want {
+				t.Errorf("FormatDecimal(%s) = %s, want %s", in, got, want)
+			}
+		})
 	}
 	old := decimal.UseScientificNotation
 	decimal.UseScientificNotation = true
@@ -155,36 +161,53 @@ func TestWire_DecodeRefusals(t *testing.T) {
 			}
 		})
 	}
-	for _, junk := range []string{"", "null", "[]", `"x"`, "{", `{"type":1}`, strings.Repeat(" ", MaxEventBytes+1)} {
-		var de *DecodeError
-		if _, err := Decode([]byte(junk)); !errors.As(err, &de) {
-			t.Errorf("Decode(%q) = %v, want *DecodeError", junk, err)
-		}
+	for _, tc := range []struct {
+		name, junk string
+	}{
+		{"junk: empty", ""},
+		{"junk: null", "null"},
+		{"junk: array", "[]"},
+		{"junk: string", `"x"`},
+		{"junk: unterminated object", "{"},
+		{"junk: numeric type", `{"type":1}`},
+		{"junk: longer than MaxEventBytes", strings.Repeat(" ", MaxEventBytes+1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var de *DecodeError
+			if _, err := Decode([]byte(tc.junk)); !errors.As(err, &de) {
+				t.Errorf("Decode(%q) = %v, want *DecodeError", tc.junk, err)
+			}
+		})
 	}
 }
 
 func TestWire_EncodeRefusals(t *testing.T) {
 	e := sampleEvents()[1]
-	bad := []Event{
-		{},
-		{Type: TypeTrade, Order: e.Order},
-		{Type: "fill", Order: e.Order},
-		{Type: TypeOrder, Order: e.Order, Trade: sampleEvents()[2].Trade},
-	}
 	o := *e.Order
 	o.Remaining = decimal.RequireFromString("4")
-	bad = append(bad, Event{Type: TypeOrder, Order: &o})
 	o2 := *e.Order
 	o2.Account = "a\nb"
-	bad = append(bad, Event{Type: TypeOrder, Order: &o2})
 	o3 := *e.Order
 	o3.TS = time.Time{}
-	bad = append(bad, Event{Type: TypeOrder, Order: &o3})
+	bad := []struct {
+		name string
+		ev   Event
+	}{
+		{"empty event", Event{}},
+		{"trade type carrying an order", Event{Type: TypeTrade, Order: e.Order}},
+		{"unknown type", Event{Type: "fill", Order: e.Order}},
+		{"order carrying a trade too", Event{Type: TypeOrder, Order: e.Order, Trade: sampleEvents()[2].Trade}},
+		{"remaining above quantity", Event{Type: TypeOrder, Order: &o}},
+		{"control character in a string", Event{Type: TypeOrder, Order: &o2}},
+		{"zero timestamp", Event{Type: TypeOrder, Order: &o3}},
+	}
 	for i, b := range bad {
-		var ee *EncodeError
-		if _, err := Encode(b); !errors.As(err, &ee) {
-			t.Errorf("case %d: want *EncodeError, got %v", i, err)
-		}
+		t.Run(b.name, func(t *testing.T) {
+			var ee *EncodeError
+			if _, err := Encode(b.ev); !errors.As(err, &ee) {
+				t.Errorf("case %d: want *EncodeError, got %v", i, err)
+			}
+		})
 	}
 	if _, err := Encode(Event{Type: "fill", Order: e.Order}); !errors.Is(err, ErrUnknownType) {
 		t.Errorf("unknown type: want ErrUnknownType, got %v", err)
@@ -239,10 +262,12 @@ func FuzzDecode(f *testing.F) {
 
 func TestWire_CanonicalLenMatchesFormat(t *testing.T) {
 	for _, s := range []string{"0", "1", "-1", "10", "1e5", "1.5", "-0.001", "123.456", "100.100", "1e-70", "-12e3", "0.1"} {
-		d := decimal.RequireFromString(s)
-		if got, want := canonicalLen(d), int64(len(FormatDecimal(d))); got != want {
-			t.Errorf("%s: canonicalLen %d, len(FormatDecimal) %d", s, got, want)
-		}
+		t.Run(s, func(t *testing.T) {
+			d := decimal.RequireFromString(s)
+			if got, want := canonicalLen(d), int64(len(FormatDecimal(d))); got != want {
+				t.Errorf("%s: canonicalLen %d, len(FormatDecimal) %d", s, got, want)
+			}
+		})
 	}
 	huge := decimal.New(1, 1<<30) // refused by length, never formatted
 	if err := ValidateAmount(huge); err == nil {

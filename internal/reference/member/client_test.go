@@ -178,21 +178,29 @@ func TestClient_UnavailableIsTransient(t *testing.T) {
 
 func TestClient_ArgumentChecks(t *testing.T) {
 	c, _ := source.NewClient(source.ClientConfig{BaseURL: "http://127.0.0.1:1"})
-	for _, f := range []func() error{
-		func() error { _, err := c.Fetch(context.Background(), -1, chain.Genesis, "", 5); return err },
-		func() error { _, err := c.Fetch(context.Background(), 0, "abc", "", 5); return err },
-		func() error { _, err := c.Fetch(context.Background(), 0, strings.Repeat("1", 64), "", 5); return err },
-		func() error { _, err := c.Fetch(context.Background(), 0, chain.Genesis, "", 0); return err },
-		func() error {
+	for _, tc := range []struct {
+		name  string
+		fetch func() error
+	}{
+		{"negative afterSeq", func() error { _, err := c.Fetch(context.Background(), -1, chain.Genesis, "", 5); return err }},
+		{"afterDigest not a digest", func() error { _, err := c.Fetch(context.Background(), 0, "abc", "", 5); return err }},
+		{"afterSeq 0 without the genesis digest", func() error {
+			_, err := c.Fetch(context.Background(), 0, strings.Repeat("1", 64), "", 5)
+			return err
+		}},
+		{"maxEvents 0", func() error { _, err := c.Fetch(context.Background(), 0, chain.Genesis, "", 0); return err }},
+		{"maxEvents above the page limit", func() error {
 			_, err := c.Fetch(context.Background(), 0, chain.Genesis, "", source.MaxPageEvents+1)
 			return err
-		},
+		}},
 	} {
-		err := f()
-		var ue *source.UnavailableError
-		if err == nil || errors.As(err, &ue) || source.IsTransient(err) {
-			t.Errorf("bad argument: %v", err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.fetch()
+			var ue *source.UnavailableError
+			if err == nil || errors.As(err, &ue) || source.IsTransient(err) {
+				t.Errorf("bad argument: %v", err)
+			}
+		})
 	}
 	if _, err := source.NewClient(source.ClientConfig{BaseURL: "ftp://x"}); err == nil {
 		t.Error("ftp base URL accepted")

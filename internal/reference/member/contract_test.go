@@ -126,20 +126,31 @@ func TestFRAPR02_WholeCommandsOnly(t *testing.T) {
 	l := buildLog(t, 300, 100)
 	full := fullReplay(t, l)
 	f := serve(t, l, HandlerOptions{})
-	for _, m := range []int{maxCommandEvents(full), maxCommandEvents(full) + 1, 2*maxCommandEvents(full) + 3, 100} {
-		for _, p := range catchUp(t, f.client, 0, genesis, m) {
-			if p.Idle {
-				continue
+	for _, tc := range []struct {
+		name string
+		m    int
+	}{
+		{"maxEvents equals the largest command", maxCommandEvents(full)},
+		{"maxEvents one above the largest command", maxCommandEvents(full) + 1},
+		{"maxEvents fits two largest commands and a bit", 2*maxCommandEvents(full) + 3},
+		{"maxEvents 100", 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.m
+			for _, p := range catchUp(t, f.client, 0, genesis, m) {
+				if p.Idle {
+					continue
+				}
+				want := full.Events(p.AfterSeq, p.ThroughSeq)
+				if len(p.Events) != len(want) || len(p.Events) > m {
+					t.Fatalf("m=%d page (%d,%d]: %d events, the commands hold %d", m, p.AfterSeq, p.ThroughSeq, len(p.Events), len(want))
+				}
+				// maximal: the next command would not have fitted
+				if p.ThroughSeq < p.BoundarySeq && len(full.Events(p.AfterSeq, p.ThroughSeq+1)) <= m {
+					t.Fatalf("m=%d page (%d,%d] stops early", m, p.AfterSeq, p.ThroughSeq)
+				}
 			}
-			want := full.Events(p.AfterSeq, p.ThroughSeq)
-			if len(p.Events) != len(want) || len(p.Events) > m {
-				t.Fatalf("m=%d page (%d,%d]: %d events, the commands hold %d", m, p.AfterSeq, p.ThroughSeq, len(p.Events), len(want))
-			}
-			// maximal: the next command would not have fitted
-			if p.ThroughSeq < p.BoundarySeq && len(full.Events(p.AfterSeq, p.ThroughSeq+1)) <= m {
-				t.Fatalf("m=%d page (%d,%d] stops early", m, p.AfterSeq, p.ThroughSeq)
-			}
-		}
+		})
 	}
 }
 
@@ -382,16 +393,18 @@ func TestMember_BadRequestParameters(t *testing.T) {
 		"afterSeq=1.5&maxEvents=5", "afterSeq=0&afterSeq=1&maxEvents=5", "afterSeq=%zz&maxEvents=5",
 		"afterSeq=+1&maxEvents=5", "afterSeq=99999999999999999999&maxEvents=5", "afterSeq=&maxEvents=5",
 	} {
-		resp, err := http.Get(f.srv.URL + source.CatchupPath + "?" + q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		var rb source.RefusalBody
-		if resp.StatusCode != 400 || json.Unmarshal(body, &rb) != nil || rb.Code != source.CodeBadRequest || rb.Message == "" {
-			t.Errorf("%q: %d %s", q, resp.StatusCode, body)
-		}
+		t.Run("query ?"+q, func(t *testing.T) {
+			resp, err := http.Get(f.srv.URL + source.CatchupPath + "?" + q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var rb source.RefusalBody
+			if resp.StatusCode != 400 || json.Unmarshal(body, &rb) != nil || rb.Code != source.CodeBadRequest || rb.Message == "" {
+				t.Errorf("%q: %d %s", q, resp.StatusCode, body)
+			}
+		})
 	}
 	if f.h.Stats().GenesisReplays != 0 {
 		t.Fatal("a bad request replayed")
