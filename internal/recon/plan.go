@@ -210,7 +210,13 @@ func refuseFinding(r *Report, s *Snapshot, f *Finding) string {
 			return incomplete
 		}
 	case PositionSourceBacked:
-		if f.RootCause.Code != CausePhantomBalance {
+		switch f.RootCause.Code {
+		case CausePhantomBalance:
+		case CauseUnprovenOpeningClaim:
+			return "the row claims an opening the source never emitted: a human decides whether an opening event is missing"
+		case CauseKeyNotLoaded:
+			return "the source knows nothing of the account (key_not_loaded), not a clean source read: re-read it before dropping the row"
+		default:
 			return "the cause is " + string(f.RootCause.Code) + ", not a clean source read: re-read before dropping anything"
 		}
 	case PositionDerivationAgrees, PositionBasisAgrees:
