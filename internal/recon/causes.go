@@ -190,7 +190,7 @@ func (c *correlation) sourceCause(s *Snapshot, absence bool) (RootCause, bool) {
 	switch {
 	case c.sourceEmpty:
 		return RootCause{Code: CauseSourceReadEmpty, Confidence: Likely,
-			Hint: "the source read holds no event at all while the projection holds rows: the read failed, not the projection; fix the read and re-run",
+			Hint:     "the source read holds no event at all while the projection holds rows: the read failed, not the projection; fix the read and re-run",
 			Evidence: []string{"source_events=0", "source_boundary=" + itoa(s.Source.Boundary)}}, true
 	case c.sourceIncomplete && absence:
 		return RootCause{Code: CauseSourceReadIncomplete, Confidence: Likely,

@@ -128,7 +128,7 @@ func checkTrades(d *detector) {
 			d.orphan[r.TradeID] = true
 			d.emit(TradePresentInSource, tradeRecord(r.TradeID), tradeRowFields(r), nil,
 				RootCause{Code: CauseNotInConsensus, Confidence: Likely,
-					Hint: "the row sits at or below the source boundary yet the consensus never emitted it: written outside the consensus (replayed, forged or hand-written)",
+					Hint:     "the row sits at or below the source boundary yet the consensus never emitted it: written outside the consensus (replayed, forged or hand-written)",
 					Evidence: []string{"seq=" + itoa(*r.Seq), "boundary=" + itoa(d.b), "written_by=" + r.WrittenBy}},
 				true, "", rel...)
 			d.markKey(bk, "trade "+r.TradeID+" orphan")

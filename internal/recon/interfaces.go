@@ -152,7 +152,9 @@ type Permission interface {
 // PermissionFunc adapts a function to Permission.
 type PermissionFunc func(ctx context.Context, principal string) (bool, error)
 
-func (f PermissionFunc) Allowed(ctx context.Context, principal string) (bool, error) { return f(ctx, principal) }
+func (f PermissionFunc) Allowed(ctx context.Context, principal string) (bool, error) {
+	return f(ctx, principal)
+}
 
 // Journal events.
 const (

@@ -73,7 +73,9 @@ func TestScenario_Positions(t *testing.T) {
 				}
 			}},
 		{name: "position.derivation_agrees: more than 12 places is precision_mismatch",
-			mutate:  func(s *Snapshot) { s.pos("acc-2", "BTC-USD").AvgCost = s.pos("acc-2", "BTC-USD").AvgCost.Add(d("0.0000000000004")) },
+			mutate: func(s *Snapshot) {
+				s.pos("acc-2", "BTC-USD").AvgCost = s.pos("acc-2", "BTC-USD").AvgCost.Add(d("0.0000000000004"))
+			},
 			want:    []string{"position.derivation_agrees@" + acc2 + "=precision_mismatch"},
 			actions: []string{"rederive_position:" + acc2}},
 		{name: "position.derivation_agrees: trailing zeros are not drift",

@@ -21,7 +21,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // scenario: one drift on the clean fixture, the findings it must produce
@@ -128,7 +127,10 @@ func TestScenario_Trades(t *testing.T) {
 				}
 			}},
 		{name: "trade.present_in_source: refused on an incomplete source read",
-			mutate: func(s *Snapshot) { orphan(s); s.Source.Complete, s.Source.IncompleteReason = false, "replay stopped at seq 10" },
+			mutate: func(s *Snapshot) {
+				orphan(s)
+				s.Source.Complete, s.Source.IncompleteReason = false, "replay stopped at seq 10"
+			},
 			want: []string{"trade.present_in_source@trades/trade_id=t-x=source_read_incomplete",
 				"position.derivation_agrees@" + acc2 + "=source_read_incomplete", "position.derivation_agrees@" + acc7 + "=source_read_incomplete"},
 			manual: map[string]string{"trade.present_in_source@trades/trade_id=t-x": "may be incomplete (replay stopped at seq 10)",

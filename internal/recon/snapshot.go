@@ -39,7 +39,9 @@ type SnapshotProvider interface {
 type ProviderFunc func(ctx context.Context, scope string) (*Snapshot, error)
 
 // Read calls f.
-func (f ProviderFunc) Read(ctx context.Context, scope string) (*Snapshot, error) { return f(ctx, scope) }
+func (f ProviderFunc) Read(ctx context.Context, scope string) (*Snapshot, error) {
+	return f(ctx, scope)
+}
 
 // Snapshot is one read of a scope. Detection and planning are pure functions
 // of it: they never assign into it (TestPurity_DetectAndPlanNeverMutate).
