@@ -49,10 +49,12 @@ func (s *Snapshot) removeEvent(id string, v int64) {
 	s.SQL.OrderEvents = out
 }
 
-func TestScenario_Orders(t *testing.T) {
+func TestScenario_Orders(t *testing.T) { runScenarios(t, orderScenarios()) }
+
+func orderScenarios() []scenario {
 	ev := func(id, v string) string { return "order_events/order_id=" + id + ",version=" + v }
 	cur := func(id string) string { return "orders/order_id=" + id }
-	runScenarios(t, []scenario{
+	return []scenario{
 		{name: "order.present_in_source: a version the consensus never emitted is manual",
 			mutate: func(s *Snapshot) {
 				e := *s.event("ob-1", 1)
@@ -114,7 +116,7 @@ func TestScenario_Orders(t *testing.T) {
 			mutate: func(s *Snapshot) {
 				for i := range s.SQL.OrderEvents {
 					if s.SQL.OrderEvents[i].TS.Nanosecond()%1000 != 0 {
-						t.Fatal("fixture rows must be at microseconds")
+						panic("fixture rows must be at microseconds")
 					}
 				}
 			}},
@@ -147,5 +149,5 @@ func TestScenario_Orders(t *testing.T) {
 					t.Errorf("rewrite action: %+v", a)
 				}
 			}},
-	})
+	}
 }

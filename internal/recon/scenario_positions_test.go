@@ -24,14 +24,16 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
-func TestScenario_Positions(t *testing.T) {
+func TestScenario_Positions(t *testing.T) { runScenarios(t, positionScenarios()) }
+
+func positionScenarios() []scenario {
 	acc2, acc3e, acc0, acc1e := posKeyOf("acc-2", "BTC-USD"), posKeyOf("acc-3", "ETH-USD"), posKeyOf("acc-0", "BTC-USD"), posKeyOf("acc-1", "ETH-USD")
 	phantom := posKeyOf("acc-0", "XRP-USD")
 	addPhantom := func(s *Snapshot, account string) {
 		s.SQL.Positions = append(s.SQL.Positions, PositionRow{Account: account, Instrument: "XRP-USD", OpeningQuantity: decimal.Zero,
 			OpeningAvgCost: decimal.Zero, OpeningProven: true, Quantity: d("5"), AvgCost: d("1")})
 	}
-	runScenarios(t, []scenario{
+	return []scenario{
 		{name: "position.derivation_agrees: arrival-order average cost is re-derived",
 			mutate:  func(s *Snapshot) { s.pos("acc-2", "BTC-USD").AvgCost = d("101.25") },
 			want:    []string{"position.derivation_agrees@" + acc2 + "=arrival_order"},
@@ -129,6 +131,15 @@ func TestScenario_Positions(t *testing.T) {
 					t.Errorf("adopt action: %+v", a)
 				}
 			}},
+		{name: "opening.proven: a retained opening contradicting the source is adopted",
+			mutate:  func(s *Snapshot) { s.pos("acc-0", "BTC-USD").OpeningQuantity = d("11") },
+			want:    []string{"opening.proven@" + acc0 + "=opening_values_differ"},
+			actions: []string{"adopt_source_opening:" + acc0},
+			check: func(t *testing.T, s *Snapshot, r *Report, p *Plan) {
+				if a := action(t, p, "adopt_source_opening:"+acc0); a.Before["opening_quantity"] != "11" || a.After["opening_quantity"] != "10" {
+					t.Errorf("adopt action: %+v", a)
+				}
+			}},
 		{name: "opening.proven: a missing opening is adopted with the derivation, in one action",
 			mutate: func(s *Snapshot) {
 				p := s.pos("acc-1", "ETH-USD")
@@ -161,5 +172,5 @@ func TestScenario_Positions(t *testing.T) {
 			},
 			want:   []string{"opening.proven@" + acc2 + "=opening_after_trades"},
 			manual: map[string]string{"opening.proven@" + acc2: "follows trades of the key"}},
-	})
+	}
 }

@@ -101,7 +101,9 @@ func action(t *testing.T, p *Plan, id string) *Action {
 	return a
 }
 
-func TestScenario_Trades(t *testing.T) {
+func TestScenario_Trades(t *testing.T) { runScenarios(t, tradeScenarios()) }
+
+func tradeScenarios() []scenario {
 	orphan := func(s *Snapshot) {
 		s.SQL.Trades = append(s.SQL.Trades, TradeRow{TradeID: "t-x", TradeSeq: 999, Seq: i64(5), Instrument: "BTC-USD", Price: d("100"),
 			Quantity: d("1"), BuyOrderID: "ob-x", SellOrderID: "os-x", BuyAccount: "acc-2", SellAccount: "acc-7", TS: fxBaseTS,
@@ -111,7 +113,7 @@ func TestScenario_Trades(t *testing.T) {
 		s.pos("acc-7", "BTC-USD").Quantity = s.pos("acc-7", "BTC-USD").Quantity.Sub(d("1"))
 	}
 	acc2, acc7 := posKeyOf("acc-2", "BTC-USD"), posKeyOf("acc-7", "BTC-USD")
-	runScenarios(t, []scenario{
+	return []scenario{
 		{name: "trade.present_in_source: orphan quarantined, its keys wait",
 			mutate: orphan,
 			want: []string{"trade.present_in_source@trades/trade_id=t-x=not_in_consensus",
@@ -208,7 +210,7 @@ func TestScenario_Trades(t *testing.T) {
 			mutate: func(s *Snapshot) { s.trade("t-5").Seq = i64(9) },
 			want:   []string{"trade.provenance@trades/trade_id=t-5=provenance_conflict"},
 			manual: map[string]string{"trade.provenance@trades/trade_id=t-5": "a human decides"}},
-	})
+	}
 }
 
 // withBasisAt rebuilds the bases as a catch-up through v leaves them.

@@ -21,7 +21,9 @@ import (
 	"time"
 )
 
-func TestScenario_Worker(t *testing.T) {
+func TestScenario_Worker(t *testing.T) { runScenarios(t, workerScenarios()) }
+
+func workerScenarios() []scenario {
 	cursor := "projection_catchup_cursor/scope=" + fxScope
 	lease := "projection_catchup_lease/scope=" + fxScope
 	runs := "projection_runs/scope=" + fxScope
@@ -34,7 +36,7 @@ func TestScenario_Worker(t *testing.T) {
 			AvgCost: d("100"), CursorSeq: 14, CreatedAt: fxNow.Add(-created)})
 	}
 	ob := func(id, msg string) string { return "projection_catchup_outbox/id=" + id + ",msg_id=" + msg }
-	runScenarios(t, []scenario{
+	return []scenario{
 		{name: "cursor.progress: one stuck scope among live ones gets a cycle",
 			mutate:  func(s *Snapshot) { stale(s, StateCatchingUp, 10*time.Minute) },
 			want:    []string{"cursor.progress@" + cursor + "=scope_stuck"},
@@ -187,5 +189,5 @@ func TestScenario_Worker(t *testing.T) {
 			},
 			want:   []string{"outbox.identity_unique@" + ob("3", "m-3") + "=double_publish"},
 			manual: map[string]string{"outbox.identity_unique@" + ob("3", "m-3"): "different values"}},
-	})
+	}
 }
