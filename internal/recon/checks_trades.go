@@ -57,6 +57,13 @@ func relatedKeys(a, b posKey) []string {
 	return []string{a.record().Key(), b.record().Key()}
 }
 
+// sameTrade is tradeDiff without allocating (the clean path).
+func sameTrade(r *TradeRow, s *wire.Trade) bool {
+	return r.TradeSeq == s.TradeSeq && r.Instrument == s.Instrument && r.Price.Equal(s.Price) && r.Quantity.Equal(s.Quantity) &&
+		r.BuyOrderID == s.BuyOrderID && r.SellOrderID == s.SellOrderID && r.BuyAccount == s.BuyAccount &&
+		r.SellAccount == s.SellAccount && r.TS.Equal(tsSQL(s.TS))
+}
+
 // tradeDiff lists the immutable fields on which a retained trade differs
 // from its source event (decimals exact, ts at the microsecond).
 func tradeDiff(r *TradeRow, s *wire.Trade) []string {
@@ -88,8 +95,8 @@ func checkTrades(d *detector) {
 	for i := range s.SQL.Trades {
 		r := &s.SQL.Trades[i]
 		bk, sk := legKeys(r.BuyAccount, r.SellAccount, r.Instrument)
-		rel := relatedKeys(bk, sk)
 		if first, dup := d.sqlTrades[r.TradeID]; dup {
+			rel := relatedKeys(bk, sk)
 			// Two rows under one primary key: the table lost its constraint;
 			// no row can be chosen from the snapshot (Expected nil: manual).
 			d.emit(TradeIdentityUnique, tradeRecord(r.TradeID), tradeRowFields(first), nil,
@@ -115,6 +122,10 @@ func checkTrades(d *detector) {
 		}
 
 		src := d.srcTrades[r.TradeID]
+		if src != nil && r.Seq != nil && *r.Seq == src.Seq && r.BookingStatus == BookingBooked && sameTrade(r, src) {
+			continue // the clean path: nothing allocated
+		}
+		rel := relatedKeys(bk, sk)
 		switch {
 		case r.Seq == nil:
 			d.legacy[r.TradeID] = true

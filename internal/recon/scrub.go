@@ -16,7 +16,10 @@ limitations under the License.
 
 package recon
 
-import "regexp"
+import (
+	"regexp"
+	"strings"
+)
 
 // Redacted replaces a scrubbed secret.
 const Redacted = "[REDACTED]"
@@ -35,11 +38,15 @@ var secretPatterns = []struct {
 	// Authorization: Bearer xxx / Basic xxx
 	{regexp.MustCompile(`(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}`), "${1} " + Redacted},
 	{regexp.MustCompile(`\b(Basic)\s+[A-Za-z0-9+/]{16,}={0,2}`), "${1} " + Redacted},
-	// password=..., api_key: ..., "token": "..."
-	{regexp.MustCompile(`(?i)([A-Za-z0-9_.-]*(?:password|passwd|pwd|token|secret|api[_-]?key|access[_-]?key|private[_-]?key|credential)[A-Za-z0-9_.-]*["']?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s&;,]+)`), "${1}" + Redacted},
 	// JWT: three base64url segments, the first a JSON header.
 	{regexp.MustCompile(`eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}`), Redacted},
 }
+
+// keyValueSecret: password=..., api_key: ..., "token": "...". Group 1 is
+// the key and separator (kept), group 2 the value (replaced unless it is
+// already the marker, so scrubbing is idempotent and never eats what follows
+// a previous replacement).
+var keyValueSecret = regexp.MustCompile(`(?i)([A-Za-z0-9_.-]*(?:password|passwd|pwd|token|secret|api[_-]?key|access[_-]?key|private[_-]?key|credential)[A-Za-z0-9_.-]*["']?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s&;,]+)`)
 
 // Scrub replaces everything that looks like a secret in s. It reports
 // whether anything was replaced.
@@ -47,6 +54,22 @@ func Scrub(s string) (string, bool) {
 	out := s
 	for _, p := range secretPatterns {
 		out = p.re.ReplaceAllString(out, p.repl)
+	}
+	if m := keyValueSecret.FindAllStringSubmatchIndex(out, -1); len(m) > 0 {
+		var b strings.Builder
+		last := 0
+		for _, loc := range m {
+			v := out[loc[4]:loc[5]]
+			b.WriteString(out[last:loc[4]])
+			if strings.HasPrefix(v, Redacted) {
+				b.WriteString(v)
+			} else {
+				b.WriteString(Redacted)
+			}
+			last = loc[5]
+		}
+		b.WriteString(out[last:])
+		out = b.String()
 	}
 	return out, out != s
 }
