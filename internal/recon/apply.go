@@ -58,7 +58,10 @@ type Outcome struct {
 	Principal     string
 	CorrelationID string
 
-	Selected       []Action
+	Selected []Action
+	// Ignored lists ids of Only that name no action of the plan (a typo
+	// selects less, never more).
+	Ignored        []string
 	Applied        []Action // journal order
 	FailedAction   *Action
 	FailedError    string
@@ -132,6 +135,11 @@ func (w *Workflow) Apply(ctx context.Context, plan *Plan, opt ApplyOptions) (*Ou
 	}
 	// 5. nothing_selected
 	selected, skipped := selectActions(plan.Actions, opt)
+	for _, id := range opt.Only {
+		if plan.Action(id) == nil {
+			out.Ignored = append(out.Ignored, id)
+		}
+	}
 	if len(selected) == 0 {
 		return r.refuse(ctx, plan.Actions, fail(ResultNothingSelected, nil, "only and the irreversible filter left nothing to run"))
 	}

@@ -91,9 +91,15 @@ func TestApply_IrreversibleNeedsOptIn(t *testing.T) {
 func TestApply_OnlySubset(t *testing.T) {
 	r := newRig(drifted())
 	p := dryRun(t, r)
-	out, err := r.wf.Apply(context.Background(), p, ApplyOptions{Principal: "ada", Confirm: p.PlanID, Only: []string{idRederive}})
+	out, err := r.wf.Apply(context.Background(), p, ApplyOptions{Principal: "ada", Confirm: p.PlanID, Only: []string{idRederive, "rederive_position:typo"}})
 	if err != nil || len(out.Applied) != 1 || out.Applied[0].ID != idRederive {
 		t.Fatalf("apply only: %v %v", err, ids(out.Applied))
+	}
+	if len(out.Ignored) != 1 || out.Ignored[0] != "rederive_position:typo" {
+		t.Errorf("ignored: %v", out.Ignored)
+	}
+	if oc := r.audit.outcomes(); oc[AuditRefused] != 2 || oc[AuditApplied] != 1 {
+		t.Errorf("audit: %v", oc)
 	}
 }
 

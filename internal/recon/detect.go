@@ -124,7 +124,11 @@ func (d *detector) emit(id InvariantID, rec Record, before, expected Fields, cau
 		}
 	}
 	if !ok || !declared {
-		d.err = fmt.Errorf("%w: check %q emitted invariant %q", errUndeclared, d.cur.name, id)
+		name := ""
+		if d.cur != nil {
+			name = d.cur.name
+		}
+		d.err = fmt.Errorf("%w: check %q emitted invariant %q", errUndeclared, name, id)
 		return
 	}
 	if inv.SourceDependent {

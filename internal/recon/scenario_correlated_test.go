@@ -23,6 +23,20 @@ import (
 // correlatedScenarios: causes that explain many findings at once.
 func correlatedScenarios() []scenario {
 	return []scenario{
+		{name: "source_read_empty: a read at B=0 under a cursor at 14",
+			mutate: func(s *Snapshot) {
+				s.Source = SourceSide{Complete: true, DescriptorHash: fxDescriptor, ProtocolVersion: 1}
+			},
+			check: func(t *testing.T, s *Snapshot, r *Report, p *Plan) {
+				if !r.SourceReadEmpty || len(p.Actions) != 0 || r.ByInvariant[CursorWithinBoundary] != 1 {
+					t.Fatalf("empty read at B=0:%s", joinLines(summary(r)))
+				}
+				for _, f := range r.Findings {
+					if inv, _ := Lookup(f.Invariant); inv.SourceDependent && f.RootCause.Code != CauseSourceReadEmpty {
+						t.Errorf("%s: cause %s", f.ID, f.RootCause.Code)
+					}
+				}
+			}},
 		{name: "source_read_empty: every trade looks orphaned; the planner touches nothing",
 			mutate: func(s *Snapshot) {
 				s.Source.Trades, s.Source.Orders, s.Source.Openings = nil, nil, nil
