@@ -146,6 +146,12 @@ func correlate(s *Snapshot) correlation {
 	c.sourceEmpty = s.Source.Empty() && sqlHolds
 	c.sourceIncomplete = !s.Source.Complete
 	c.incompleteReason = s.Source.IncompleteReason
+	// A read that claims completeness but decoded another number of events
+	// than it counted through B is partial whatever its flag says.
+	if n := int64(len(s.Source.Trades) + len(s.Source.Orders) + len(s.Source.Openings)); s.Source.Complete && n != s.Source.EventCount {
+		c.sourceIncomplete = true
+		c.incompleteReason = "decoded " + itoa(n) + " events, the read counts " + itoa(s.Source.EventCount) + " through B"
+	}
 
 	stale := 0
 	for _, sc := range s.Scopes {

@@ -196,17 +196,17 @@ func refuseGroup(r *Report, s *Snapshot, g []*Finding, kind ActionKind, blockedB
 
 // refuseFinding applies each strategy's refusal rule to one finding.
 func refuseFinding(r *Report, s *Snapshot, f *Finding) string {
-	incomplete := "the source read may be incomplete (" + s.Source.IncompleteReason + "): an absence or a derivation proves nothing"
+	incomplete := "the source read may be incomplete (" + r.SourceIncompleteReason + "): an absence or a derivation proves nothing"
 	switch f.Invariant {
 	case TradePresentInSource:
-		if !s.Source.Complete {
+		if !r.SourceComplete {
 			return incomplete
 		}
 	case TradeIdentityUnique:
 		if f.Expected == nil {
 			return "no row of the group is verified by the source (or the rows share a primary key): a human picks the copy"
 		}
-		if !s.Source.Complete {
+		if !r.SourceComplete {
 			return incomplete
 		}
 	case PositionSourceBacked:
@@ -220,7 +220,7 @@ func refuseFinding(r *Report, s *Snapshot, f *Finding) string {
 			return "the cause is " + string(f.RootCause.Code) + ", not a clean source read: re-read before dropping anything"
 		}
 	case PositionDerivationAgrees, PositionBasisAgrees:
-		if !s.Source.Complete {
+		if !r.SourceComplete {
 			return incomplete
 		}
 	case OpeningProven:
@@ -230,7 +230,7 @@ func refuseFinding(r *Report, s *Snapshot, f *Finding) string {
 		case CauseOpeningAfterTrades:
 			return "the source opening follows trades of the key (a conflict): a human decides"
 		}
-		if !s.Source.Complete {
+		if !r.SourceComplete {
 			return incomplete
 		}
 	case OrderVersionAgrees:

@@ -35,8 +35,11 @@ type Report struct {
 	Clean bool `json:"clean"`
 
 	SourceBoundary int64 `json:"sourceBoundary"`
-	SourceComplete bool  `json:"sourceComplete"`
-	VerifiedSeq    int64 `json:"verifiedThroughSeq"`
+	// SourceComplete: the read covered every event through B (the
+	// provider's flag, and a decoded count that matches the read's count).
+	SourceComplete         bool   `json:"sourceComplete"`
+	SourceIncompleteReason string `json:"sourceIncompleteReason,omitempty"`
+	VerifiedSeq            int64  `json:"verifiedThroughSeq"`
 
 	// SourceReadEmpty: the correlated cause source_read_empty fired; the
 	// planner touches nothing.
@@ -61,8 +64,11 @@ func newReport(s *Snapshot, c correlation, fs []Finding) *Report {
 		return fs[i].Record.Key() < fs[j].Record.Key()
 	})
 	r := &Report{Scope: s.Scope, DryRun: true, Now: s.Now, Clean: true, SourceBoundary: s.Source.Boundary,
-		SourceComplete: s.Source.Complete, SourceReadEmpty: c.sourceEmpty, ManagerNotRunning: c.managerDown,
+		SourceComplete: !c.sourceIncomplete, SourceReadEmpty: c.sourceEmpty, ManagerNotRunning: c.managerDown,
 		PublisherNotDraining: c.publisherDown, Findings: fs, ByKind: map[Kind]int{}, ByInvariant: map[InvariantID]int{}}
+	if c.sourceIncomplete {
+		r.SourceIncompleteReason = c.incompleteReason
+	}
 	if s.SQL.Cursor != nil {
 		r.VerifiedSeq = s.SQL.Cursor.VerifiedThroughSeq
 	}
