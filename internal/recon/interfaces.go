@@ -89,7 +89,11 @@ func fail(code ResultCode, err error, format string, args ...any) *Error {
 //     reported as applied and only shows up later as stillDrifting);
 //   - be idempotent: re-applying an action whose After is in place is a
 //     no-op (a crash between the write and the journal is possible);
-//   - Revert restores Before exactly.
+//   - Revert restores Before exactly;
+//   - compare the record with Before (Apply) or After (Revert) under the
+//     write lock and fail when it differs: the apply's re-check is not
+//     atomic with the write, so a record that moved in between must refuse,
+//     never be overwritten.
 //
 // Handlers write under the projection write lock and the scope's fenced
 // lease, like a page, and invalidate the basis of every key they touch.
