@@ -1,0 +1,375 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package recon
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// ApplyOptions is the approver's explicit input to an apply.
+type ApplyOptions struct {
+	// Principal is the authenticated approver (from the API server, never a
+	// field a user typed); Permission decides whether it may approve.
+	Principal string
+	// Confirm must echo the plan's PlanID.
+	Confirm string
+	// Only selects a subset of action ids (empty: all).
+	Only []string
+	// AllowIrreversible opts in to irreversible actions (excluded otherwise).
+	AllowIrreversible bool
+	// MaxActions is the blast radius (0: DefaultMaxActions).
+	MaxActions int
+	// CorrelationID ties audit, journal and telemetry records of the run
+	// together ("" derives one from the plan id and the clock).
+	CorrelationID string
+}
+
+// RollbackFailure is an applied action that could not be reverted.
+type RollbackFailure struct {
+	Action Action
+	Error  string
+}
+
+// Outcome is the result of an apply. Code is "" on success; on a guard
+// refusal nothing was written; on repair_failed the applied actions were
+// reverted newest-first (RolledBack) except RollbackFailed, whose After
+// stays in place.
+type Outcome struct {
+	Code          ResultCode
+	Detail        string
+	PlanID        string
+	Scope         string
+	Principal     string
+	CorrelationID string
+
+	Selected []Action
+	// Ignored lists ids of Only that name no action of the plan (a typo
+	// selects less, never more).
+	Ignored        []string
+	Applied        []Action // journal order
+	FailedAction   *Action
+	FailedError    string
+	RolledBack     []Action
+	RollbackFailed []RollbackFailure
+
+	// Verification (success only): finding ids the applied actions targeted,
+	// gone (Verified) or still reported (StillDrifting) on a fresh read.
+	// VerificationRan is false when that read or its detection failed.
+	VerificationRan bool
+	Verified        []string
+	StillDrifting   []string
+
+	AuditErrors []string
+	Telemetry   Telemetry
+}
+
+// applyRun carries one apply.
+type applyRun struct {
+	w     *Workflow
+	plan  *Plan
+	out   *Outcome
+	start time.Time
+	seq   int
+}
+
+// Apply executes an approved plan. It never plans in the same call as the
+// dry run: it re-plans only to prove the plan still holds. Guards, in the
+// specification's order, each returning its code with nothing written:
+// repair_denied, confirmation_required, plan_tampered, plan_expired,
+// nothing_selected, blast_radius_exceeded, handler_missing,
+// snapshot_unavailable, plan_stale. Then each selected action in plan order
+// is applied and journaled; on the first failure the journal is reverted
+// newest-first and repair_failed returned. After success a fresh read
+// verifies. The returned Outcome is never nil; the error is an *Error.
+func (w *Workflow) Apply(ctx context.Context, plan *Plan, opt ApplyOptions) (*Outcome, error) {
+	start := w.now()
+	out := &Outcome{Principal: opt.Principal, CorrelationID: opt.CorrelationID}
+	r := &applyRun{w: w, plan: plan, out: out, start: start}
+	if plan == nil {
+		return r.refuse(ctx, nil, fail(ResultInternal, nil, "nil plan"))
+	}
+	out.PlanID, out.Scope = plan.PlanID, plan.Scope
+	if out.CorrelationID == "" {
+		out.CorrelationID = plan.PlanID + "-" + strconv.FormatInt(start.UnixNano(), 36)
+	}
+	if err := w.validate(true); err != nil {
+		return r.refuse(ctx, plan.Actions, fail(ResultInternal, err, "workflow"))
+	}
+	// 1. repair_denied: an empty principal, a denial or an error fail closed.
+	ok, err := false, error(nil)
+	if opt.Principal != "" {
+		ok, err = w.Permission.Allowed(ctx, opt.Principal)
+	}
+	if !ok || err != nil {
+		return r.refuse(ctx, plan.Actions, fail(ResultRepairDenied, err, "principal %q may not approve repairs", opt.Principal))
+	}
+	// 2. confirmation_required
+	if opt.Confirm == "" || opt.Confirm != plan.PlanID {
+		return r.refuse(ctx, plan.Actions, fail(ResultConfirmationNeeded, nil, "confirm must echo the plan id %s", plan.PlanID))
+	}
+	// 3. plan_tampered: the actions must hash to the fingerprint and the id
+	// must bind scope, fingerprint and clock fields.
+	if fp := Fingerprint(plan.Actions); fp != plan.Fingerprint || planID(plan.Scope, fp, plan.Created, plan.Expires) != plan.PlanID ||
+		plan.Expires.Sub(plan.Created) != PlanTTL {
+		return r.refuse(ctx, plan.Actions, fail(ResultPlanTampered, nil, "the plan no longer matches its fingerprint"))
+	}
+	// 4. plan_expired
+	if now := w.now(); now.After(plan.Expires) {
+		return r.refuse(ctx, plan.Actions, fail(ResultPlanExpired, nil, "plan expired at %s (now %s)", ts(plan.Expires), ts(now)))
+	}
+	// 5. nothing_selected
+	selected, skipped := selectActions(plan.Actions, opt)
+	for _, id := range opt.Only {
+		if plan.Action(id) == nil {
+			out.Ignored = append(out.Ignored, id)
+		}
+	}
+	if len(selected) == 0 {
+		return r.refuse(ctx, plan.Actions, fail(ResultNothingSelected, nil, "only and the irreversible filter left nothing to run"))
+	}
+	out.Selected = selected
+	// 6. blast_radius_exceeded
+	maxActions := opt.MaxActions
+	if maxActions <= 0 {
+		maxActions = DefaultMaxActions
+	}
+	if len(selected) > maxActions {
+		return r.refuse(ctx, plan.Actions, fail(ResultBlastRadius, nil, "%d actions selected, at most %d", len(selected), maxActions))
+	}
+	// 7. handler_missing
+	for _, a := range selected {
+		h := w.Handlers[a.Kind]
+		if h == nil || (a.Reversible && !canRevert(h)) {
+			return r.refuse(ctx, plan.Actions, fail(ResultHandlerMissing, nil, "no handler (or no revert) for %s", a.Kind))
+		}
+	}
+	// 8. snapshot_unavailable
+	snap, err := w.read(ctx, plan.Scope)
+	if err != nil {
+		return r.refuse(ctx, plan.Actions, fail(ResultSnapshotUnavailable, err, "re-read scope %q", plan.Scope))
+	}
+	// 9. plan_stale: re-plan on the fresh read; every selected action must
+	// re-appear with the same target, before and after (clock fields aside).
+	fresh, err := replan(snap)
+	if err != nil {
+		return r.refuse(ctx, plan.Actions, fail(ResultInternal, err, "re-plan"))
+	}
+	for _, a := range selected {
+		if b := fresh.Action(a.ID); b == nil || b.Kind != a.Kind || !a.Target.equalExcept(b.Target, ClockFields) ||
+			!a.Before.equalExcept(b.Before, ClockFields) || !a.After.equalExcept(b.After, ClockFields) {
+			return r.refuse(ctx, plan.Actions, fail(ResultPlanStale, nil, "action %s no longer holds on a fresh read: run a new dry run", a.ID))
+		}
+	}
+	for _, s := range skipped {
+		r.audit(ctx, s.action, AuditRefused, "", s.reason)
+	}
+	return r.execute(ctx, selected)
+}
+
+func (w *Workflow) now() time.Time {
+	if w.Clock == nil {
+		return time.Time{}
+	}
+	return w.Clock()
+}
+
+func replan(s *Snapshot) (*Plan, error) {
+	rep, err := Detect(s)
+	if err != nil {
+		return nil, err
+	}
+	return PlanRepairs(rep, s)
+}
+
+type skippedAction struct {
+	action Action
+	reason string
+}
+
+// selectActions applies Only and the irreversible opt-in, keeping plan order.
+func selectActions(actions []Action, opt ApplyOptions) ([]Action, []skippedAction) {
+	only := map[string]bool{}
+	for _, id := range opt.Only {
+		only[id] = true
+	}
+	var sel []Action
+	var skip []skippedAction
+	for _, a := range actions {
+		switch {
+		case len(only) > 0 && !only[a.ID]:
+			skip = append(skip, skippedAction{a, "not selected by only"})
+		case !a.Reversible && !opt.AllowIrreversible:
+			skip = append(skip, skippedAction{a, "irreversible: allowIrreversible not set"})
+		default:
+			sel = append(sel, a)
+		}
+	}
+	return sel, skip
+}
+
+// refuse audits every action as refused with the guard's code and returns
+// the refusal. Nothing was written.
+func (r *applyRun) refuse(ctx context.Context, actions []Action, e *Error) (*Outcome, error) {
+	r.out.Code, r.out.Detail = e.Code, e.Error()
+	if r.w.Auditor != nil {
+		for _, a := range actions {
+			r.audit(ctx, a, AuditRefused, e.Code, e.Detail)
+		}
+	}
+	r.finish(ctx)
+	r.w.Log.Info("reconciliation apply refused", "plan", r.out.PlanID, "correlationID", r.out.CorrelationID, "code", e.Code, "detail", e.Detail)
+	return r.out, e
+}
+
+func (r *applyRun) audit(ctx context.Context, a Action, outcome string, code ResultCode, reason string) {
+	rec := AuditRecord{Action: AuditAction, CorrelationID: r.out.CorrelationID, PlanID: r.out.PlanID, Scope: r.out.Scope,
+		Principal: r.out.Principal, ActionID: a.ID, Kind: a.Kind, Outcome: outcome, Code: code, Reason: reason,
+		Before: a.Before.clone(), After: a.After.clone(), At: r.w.now()}
+	if err := r.w.Auditor.Audit(context.WithoutCancel(ctx), rec); err != nil {
+		r.out.AuditErrors = append(r.out.AuditErrors, a.ID+": "+err.Error())
+		r.w.Log.Error(err, "audit record lost", "action", a.ID, "outcome", outcome, "correlationID", r.out.CorrelationID)
+	}
+}
+
+func (r *applyRun) journal(ctx context.Context, a Action, event, errText string) error {
+	r.seq++
+	return r.w.Journal.Append(ctx, JournalEntry{CorrelationID: r.out.CorrelationID, PlanID: r.out.PlanID, Scope: r.out.Scope,
+		Seq: r.seq, Event: event, Action: a, Error: errText, At: r.w.now()})
+}
+
+// execute applies the selected actions in order, journaling each; the first
+// failure rolls back; success verifies on a fresh read.
+func (r *applyRun) execute(ctx context.Context, selected []Action) (*Outcome, error) {
+	for i := range selected {
+		a := selected[i]
+		h := r.w.Handlers[a.Kind]
+		err := ctx.Err()
+		if err == nil {
+			err = h.Apply(ctx, a)
+		}
+		if err != nil {
+			return r.rollbackAfter(ctx, a, err, nil)
+		}
+		if jerr := r.journal(ctx, a, JournalApplied, ""); jerr != nil {
+			// Written but not journaled: revert it with the others, since a
+			// write the journal does not hold could never be rolled back.
+			return r.rollbackAfter(ctx, a, jerr, &a)
+		}
+		r.out.Applied = append(r.out.Applied, a)
+		r.audit(ctx, a, AuditApplied, "", "")
+	}
+	r.verify(ctx)
+	r.finish(ctx)
+	r.w.Log.Info("reconciliation apply", "plan", r.out.PlanID, "correlationID", r.out.CorrelationID,
+		"applied", len(r.out.Applied), "verified", len(r.out.Verified), "stillDrifting", len(r.out.StillDrifting),
+		"verificationRan", r.out.VerificationRan)
+	return r.out, nil
+}
+
+// rollbackAfter handles the first failure: it reverts every journaled
+// action newest-first (plus unjournaled, when its journaling failed) with a
+// context that survives cancellation, and returns repair_failed.
+func (r *applyRun) rollbackAfter(ctx context.Context, failed Action, cause error, unjournaled *Action) (*Outcome, error) {
+	r.out.FailedAction, r.out.FailedError = &failed, cause.Error()
+	r.audit(ctx, failed, AuditFailed, ResultRepairFailed, cause.Error())
+	rctx := context.WithoutCancel(ctx)
+	toRevert := append([]Action{}, r.out.Applied...)
+	if unjournaled != nil {
+		toRevert = append(toRevert, *unjournaled)
+	}
+	r.out.RolledBack, r.out.RollbackFailed = revertNewestFirst(rctx, r, toRevert)
+	e := fail(ResultRepairFailed, cause, "action %s failed; %d reverted, %d not reverted", failed.ID, len(r.out.RolledBack), len(r.out.RollbackFailed))
+	r.out.Code, r.out.Detail = e.Code, e.Error()
+	r.finish(ctx)
+	r.w.Log.Error(cause, "reconciliation apply failed", "plan", r.out.PlanID, "correlationID", r.out.CorrelationID,
+		"action", failed.ID, "rolledBack", len(r.out.RolledBack), "rollbackFailed", len(r.out.RollbackFailed))
+	return r.out, e
+}
+
+// revertNewestFirst reverts actions newest-first; irreversible ones cannot
+// be and are reported as failures carrying their rollback text.
+func revertNewestFirst(ctx context.Context, r *applyRun, actions []Action) ([]Action, []RollbackFailure) {
+	var done []Action
+	var failed []RollbackFailure
+	for i := len(actions) - 1; i >= 0; i-- {
+		a := actions[i]
+		var err error
+		if !a.Reversible {
+			err = &Error{Code: ResultRepairFailed, Detail: "irreversible: " + a.Rollback}
+		} else {
+			err = r.w.Handlers[a.Kind].Revert(ctx, a)
+		}
+		if err != nil {
+			failed = append(failed, RollbackFailure{Action: a, Error: err.Error()})
+			if jerr := r.journal(ctx, a, JournalRevertFailed, err.Error()); jerr != nil {
+				r.w.Log.Error(jerr, "journal revert failure", "action", a.ID)
+			}
+			r.audit(ctx, a, AuditRevertFailed, ResultRepairFailed, err.Error())
+			continue
+		}
+		done = append(done, a)
+		if jerr := r.journal(ctx, a, JournalReverted, ""); jerr != nil {
+			r.w.Log.Error(jerr, "journal revert", "action", a.ID)
+		}
+		r.audit(ctx, a, AuditReverted, "", "")
+	}
+	return done, failed
+}
+
+// verify re-reads and splits the findings the applied actions targeted into
+// Verified (gone) and StillDrifting (still reported).
+func (r *applyRun) verify(ctx context.Context) {
+	snap, err := r.w.read(ctx, r.out.Scope)
+	if err != nil {
+		r.w.Log.Error(err, "verification read failed", "plan", r.out.PlanID)
+		return
+	}
+	rep, err := Detect(snap)
+	if err != nil {
+		r.w.Log.Error(err, "verification detect failed", "plan", r.out.PlanID)
+		return
+	}
+	ids := rep.FindingIDs()
+	for _, a := range r.out.Applied {
+		for _, id := range a.Findings {
+			if ids[id] {
+				r.out.StillDrifting = append(r.out.StillDrifting, id)
+			} else {
+				r.out.Verified = append(r.out.Verified, id)
+			}
+		}
+	}
+	r.out.VerificationRan = true
+}
+
+// finish builds and emits the run's one telemetry record.
+func (r *applyRun) finish(ctx context.Context) {
+	o := r.out
+	planned := 0
+	if r.plan != nil {
+		planned = len(r.plan.Actions)
+	}
+	o.Telemetry = Telemetry{Name: TelemetryName, CorrelationID: o.CorrelationID, PlanID: o.PlanID, Scope: o.Scope, Code: o.Code,
+		Planned: planned, Selected: len(o.Selected), Applied: len(o.Applied), RolledBack: len(o.RolledBack),
+		RollbackFailed: len(o.RollbackFailed), Verified: len(o.Verified), StillDrifting: len(o.StillDrifting),
+		VerificationRan: o.VerificationRan, Duration: r.w.now().Sub(r.start)}
+	if r.w.Telemetry != nil {
+		r.w.Telemetry.Emit(context.WithoutCancel(ctx), o.Telemetry)
+	}
+}

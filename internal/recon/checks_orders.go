@@ -1,0 +1,236 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package recon
+
+import (
+	"strings"
+
+	"github.com/projection-recovery/projection-recovery/internal/wire"
+)
+
+func orderEventRecord(id string, version int64) Record {
+	return Record{Table: TableOrderEvents, Identity: Fields{"order_id": id, "version": itoa(version)}}
+}
+
+func orderRecord(id string) Record {
+	return Record{Table: TableOrders, Identity: Fields{"order_id": id}}
+}
+
+func orderRowFields(r *OrderRow) Fields {
+	return Fields{"order_id": r.OrderID, "version": itoa(r.Version), "seq": optSeq(r.Seq), "account": r.Account,
+		"instrument": r.Instrument, "side": r.Side, "price": dec(r.Price), "quantity": dec(r.Quantity),
+		"remaining": dec(r.Remaining), "status": r.Status, "ts": ts(r.TS)}
+}
+
+// srcOrderFields is the SQL representation of a source order version (ts
+// truncated to the microsecond, as every writer stores it).
+func srcOrderFields(o *wire.Order) Fields {
+	return Fields{"order_id": o.OrderID, "version": itoa(o.Version), "seq": itoa(o.Seq), "account": o.Account,
+		"instrument": o.Instrument, "side": string(o.Side), "price": dec(o.Price), "quantity": dec(o.Quantity),
+		"remaining": dec(o.Remaining), "status": string(o.Status), "ts": ts(tsSQL(o.TS))}
+}
+
+// sameOrder is orderDiff without allocating (the clean path).
+func sameOrder(r *OrderRow, s *wire.Order) bool {
+	return r.Account == s.Account && r.Instrument == s.Instrument && r.Side == string(s.Side) && r.Status == string(s.Status) &&
+		r.Price.Equal(s.Price) && r.Quantity.Equal(s.Quantity) && r.Remaining.Equal(s.Remaining) && r.TS.Equal(tsSQL(s.TS))
+}
+
+// orderDiff lists the fields on which a retained order row differs from the
+// SQL representation of its source event (the reviewed comparator of
+// internal/store's sameOrder: decimals exact, ts at the microsecond).
+func orderDiff(r *OrderRow, s *wire.Order) []string {
+	var diff []string
+	add := func(ok bool, f string) {
+		if !ok {
+			diff = append(diff, f)
+		}
+	}
+	add(r.Account == s.Account, "account")
+	add(r.Instrument == s.Instrument, "instrument")
+	add(r.Side == string(s.Side), "side")
+	add(r.Price.Equal(s.Price), "price")
+	add(r.Quantity.Equal(s.Quantity), "quantity")
+	add(r.Remaining.Equal(s.Remaining), "remaining")
+	add(r.Status == string(s.Status), "status")
+	add(r.TS.Equal(tsSQL(s.TS)), "ts")
+	return diff
+}
+
+// checkOrders compares order_events (every version) and orders (the current
+// version) with the source's order versions through B.
+func checkOrders(d *detector) {
+	s := d.s
+	src := make(map[orderKey]*wire.Order, len(s.Source.Orders))
+	for i := range s.Source.Orders {
+		o := &s.Source.Orders[i]
+		if k := (orderKey{o.OrderID, o.Version}); o.Seq <= d.b && src[k] == nil {
+			src[k] = o
+		}
+	}
+	events := make(map[orderKey]*OrderRow, len(s.SQL.OrderEvents))
+	for i := range s.SQL.OrderEvents {
+		r := &s.SQL.OrderEvents[i]
+		k := orderKey{r.OrderID, r.Version}
+		if events[k] != nil {
+			continue // the primary key forbids it; the first row stands for the version
+		}
+		events[k] = r
+		sv := src[k]
+		d.compareOrder(TableOrderEvents, r, sv, nil)
+	}
+
+	// want: per order, the newest source version the SQL side must reflect:
+	// verified (seq <= V) or already retained as an order event.
+	want := make(map[string]*wire.Order, len(src))
+	var wantOrder []string
+	for i := range s.Source.Orders {
+		o := &s.Source.Orders[i]
+		if o.Seq > d.b {
+			continue
+		}
+		k := orderKey{o.OrderID, o.Version}
+		if src[k] != o {
+			continue // a repeated version in the source: the first stands
+		}
+		retained := events[k] != nil
+		if o.Seq <= d.v && !retained {
+			d.emit(OrderSourceRetained, orderEventRecord(o.OrderID, o.Version), nil, srcOrderFields(o),
+				RootCause{Code: CauseRowDeleted, Confidence: Likely,
+					Hint:     "the cursor claims completeness through its verified seq, yet this verified order version is gone: deleted after verification",
+					Evidence: []string{"seq=" + itoa(o.Seq), "verified_through=" + itoa(d.v)}}, false, "")
+		}
+		if o.Seq <= d.v || retained {
+			w := want[o.OrderID]
+			if w == nil {
+				wantOrder = append(wantOrder, o.OrderID)
+			}
+			if w == nil || o.Version > w.Version {
+				want[o.OrderID] = o
+			}
+		}
+	}
+
+	cur := make(map[string]*OrderRow, len(s.SQL.Orders))
+	for i := range s.SQL.Orders {
+		r := &s.SQL.Orders[i]
+		if cur[r.OrderID] != nil {
+			continue
+		}
+		cur[r.OrderID] = r
+		w := want[r.OrderID]
+		rewound := r.Seq != nil && w != nil && w.Version > r.Version
+		sv := src[orderKey{r.OrderID, r.Version}]
+		// The desired current row: the newest verified version when the row
+		// is behind it, else the source event of the row's own version.
+		var newest *wire.Order
+		if rewound {
+			newest = w
+		}
+		d.compareOrder(TableOrders, r, sv, newest)
+		if rewound {
+			d.emit(OrderNeverRewound, orderRecord(r.OrderID), orderRowFields(r), srcOrderFields(w),
+				RootCause{Code: CauseVersionRewound, Confidence: Likely,
+					Hint:     "the current row is older than a verified version: a late redelivery overwrote a newer version (a write without the version guard)",
+					Evidence: []string{"row_version=" + itoa(r.Version), "newest_verified_version=" + itoa(w.Version)}}, false, "")
+		}
+	}
+	for _, id := range wantOrder {
+		if cur[id] == nil {
+			w := want[id]
+			d.emit(OrderSourceRetained, orderRecord(id), nil, srcOrderFields(w),
+				RootCause{Code: CauseRowDeleted, Confidence: Likely,
+					Hint:     "the order has verified versions but no current row: the row was deleted (or never written)",
+					Evidence: []string{"newest_verified_version=" + itoa(w.Version), "seq=" + itoa(w.Seq)}}, false, "")
+		}
+	}
+}
+
+func fieldsOfOrder(o *wire.Order) Fields {
+	if o == nil {
+		return nil
+	}
+	return srcOrderFields(o)
+}
+
+// compareOrder checks one retained order row of table (order_events or
+// orders) against its source event sv (nil: the source lacks the version).
+// want is the version the row must become when it is not sv (a rewound
+// current row: the newest verified version). Fields are built only on
+// drift: a clean scope allocates none.
+func (d *detector) compareOrder(table string, r *OrderRow, sv, want *wire.Order) {
+	if r.Seq != nil && sv != nil && *r.Seq == sv.Seq && sameOrder(r, sv) {
+		return
+	}
+	rec := orderEventRecord(r.OrderID, r.Version)
+	if table == TableOrders {
+		rec = orderRecord(r.OrderID)
+	}
+	if want == nil {
+		want = sv
+	}
+	before, expected := orderRowFields(r), fieldsOfOrder(want)
+	switch {
+	case r.Seq == nil:
+		d.emit(OrderVersionAgrees, rec, before, expected, RootCause{Code: CauseLegacyRow, Confidence: Likely,
+			Hint:     "the row carries no consensus seq: unknown legacy history",
+			Evidence: []string{"seq=NULL", "version=" + itoa(r.Version)}}, false, "")
+		return
+	case sv == nil && *r.Seq <= d.b:
+		d.emit(OrderPresentInSource, rec, before, nil, RootCause{Code: CauseNotInConsensus, Confidence: Likely,
+			Hint:     "the version sits at or below the source boundary yet the consensus never emitted it",
+			Evidence: []string{"seq=" + itoa(*r.Seq), "boundary=" + itoa(d.b)}}, true, "")
+		return
+	case sv == nil:
+		return // past B: not verifiable
+	}
+	diff := orderDiff(r, sv)
+	if *r.Seq == sv.Seq && len(diff) == 0 {
+		return
+	}
+	cause := RootCause{Code: CauseRowMismatch, Confidence: Likely,
+		Hint:     "the row differs from the SQL representation of its source event: a writer stored other values",
+		Evidence: []string{"fields=" + strings.Join(diff, "|")}}
+	switch {
+	case *r.Seq != sv.Seq:
+		cause = RootCause{Code: CauseProvenanceConflict, Confidence: Likely,
+			Hint:     "the row carries another consensus seq than its source event",
+			Evidence: []string{"row_seq=" + itoa(*r.Seq), "source_seq=" + itoa(sv.Seq), "fields=" + strings.Join(diff, "|")}}
+	case overPrecise(r.Price, r.Quantity, r.Remaining, sv.Price, sv.Quantity, sv.Remaining) && onlyOrderAmounts(diff):
+		cause = RootCause{Code: CausePrecisionMismatch, Confidence: Likely,
+			Hint:     "an amount carries more than 12 decimal places: fix the converter, not the number",
+			Evidence: []string{"fields=" + strings.Join(diff, "|")}}
+	case len(diff) == 1 && diff[0] == "ts" && tsRounded(r.TS, sv.TS):
+		cause = RootCause{Code: CauseTimestampRounded, Confidence: Likely,
+			Hint:     "the row holds the source timestamp rounded, not truncated, to the microsecond: the writer rounds",
+			Evidence: []string{"row_ts=" + ts(r.TS), "source_ts=" + ts(sv.TS)}}
+	}
+	detail := "differs on seq"
+	if len(diff) > 0 {
+		detail = "differs on " + strings.Join(diff, ", ")
+	}
+	d.emit(OrderVersionAgrees, rec, before, expected, cause, false, detail)
+}
+
+func onlyOrderAmounts(diff []string) bool {
+	for _, f := range diff {
+		if f != "price" && f != "quantity" && f != "remaining" {
+			return false
+		}
+	}
+	return len(diff) > 0
+}

@@ -1,0 +1,250 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package recon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ResultCode is the stable outcome code of a dry run, an apply or a
+// rollback (the specification's Result codes). These are reconciliation's
+// own codes, distinct from the catch-up refusal codes of internal/codes.
+type ResultCode string
+
+// Result codes, in the order the apply guards check them.
+const (
+	ResultSnapshotUnavailable ResultCode = "snapshot_unavailable"
+	ResultRepairDenied        ResultCode = "repair_denied"
+	ResultConfirmationNeeded  ResultCode = "confirmation_required"
+	ResultPlanTampered        ResultCode = "plan_tampered"
+	ResultPlanExpired         ResultCode = "plan_expired"
+	ResultNothingSelected     ResultCode = "nothing_selected"
+	ResultBlastRadius         ResultCode = "blast_radius_exceeded"
+	ResultHandlerMissing      ResultCode = "handler_missing"
+	ResultPlanStale           ResultCode = "plan_stale"
+	ResultRepairFailed        ResultCode = "repair_failed"
+	// ResultCancelled: the context ended before the run did (nothing more written).
+	ResultCancelled ResultCode = "cancelled"
+	// ResultInternal: a misconfigured workflow or a detection bug; nothing written.
+	ResultInternal ResultCode = "internal"
+)
+
+// Error is a result that is not success: its Code says which guard or step
+// refused. Nothing was written unless Code is repair_failed (see Outcome).
+type Error struct {
+	Code   ResultCode
+	Detail string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Detail, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Detail)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// CodeOf maps an error to its result code once: "" for nil, the Error's code,
+// ResultCancelled for a cancelled or expired context, ResultInternal otherwise.
+func CodeOf(err error) ResultCode {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return ResultCancelled
+	}
+	return ResultInternal
+}
+
+func fail(code ResultCode, err error, format string, args ...any) *Error {
+	return &Error{Code: code, Detail: fmt.Sprintf(format, args...), Err: err}
+}
+
+// Handler performs one kind of action. Rules (the specification's):
+//   - go through the lifecycle when Action.LifecycleEvent is set;
+//   - return an error on failure, never swallow it (a swallowed error is
+//     reported as applied and only shows up later as stillDrifting);
+//   - be idempotent: re-applying an action whose After is in place is a
+//     no-op (a crash between the write and the journal is possible);
+//   - Revert restores Before exactly;
+//   - compare the record with Before (Apply) or After (Revert) under the
+//     write lock and fail when it differs: the apply's re-check is not
+//     atomic with the write, so a record that moved in between must refuse,
+//     never be overwritten.
+//
+// Handlers write under the projection write lock and the scope's fenced
+// lease, like a page, and invalidate the basis of every key they touch.
+type Handler interface {
+	Apply(ctx context.Context, a Action) error
+	Revert(ctx context.Context, a Action) error
+}
+
+// Reverter is optionally implemented by a Handler that may lack a revert;
+// a reversible kind whose handler answers false is handler_missing.
+type Reverter interface {
+	CanRevert() bool
+}
+
+// Handlers registers one handler per kind.
+type Handlers map[ActionKind]Handler
+
+// ErrNoRevert is returned by HandlerFuncs.Revert without a RevertFunc.
+var ErrNoRevert = errors.New("recon: handler has no revert")
+
+// HandlerFuncs adapts functions to Handler. A nil RevertFunc means the
+// handler cannot revert (CanRevert false).
+type HandlerFuncs struct {
+	ApplyFunc  func(ctx context.Context, a Action) error
+	RevertFunc func(ctx context.Context, a Action) error
+}
+
+func (h HandlerFuncs) Apply(ctx context.Context, a Action) error {
+	if h.ApplyFunc == nil {
+		return errors.New("recon: handler has no apply")
+	}
+	return h.ApplyFunc(ctx, a)
+}
+
+func (h HandlerFuncs) Revert(ctx context.Context, a Action) error {
+	if h.RevertFunc == nil {
+		return ErrNoRevert
+	}
+	return h.RevertFunc(ctx, a)
+}
+
+// CanRevert reports whether RevertFunc is set.
+func (h HandlerFuncs) CanRevert() bool { return h.RevertFunc != nil }
+
+func canRevert(h Handler) bool {
+	if r, ok := h.(Reverter); ok {
+		return r.CanRevert()
+	}
+	return true
+}
+
+// Permission answers whether a principal may approve (apply or roll back) a
+// repair. In the operator it is backed by a SubjectAccessReview of the
+// `approve` verb on the resource, checked by the API server, never trusted
+// from a field. An unknown principal or an error fails closed.
+type Permission interface {
+	Allowed(ctx context.Context, principal string) (bool, error)
+}
+
+// PermissionFunc adapts a function to Permission.
+type PermissionFunc func(ctx context.Context, principal string) (bool, error)
+
+func (f PermissionFunc) Allowed(ctx context.Context, principal string) (bool, error) {
+	return f(ctx, principal)
+}
+
+// Journal events.
+const (
+	JournalApplied      = "applied"
+	JournalReverted     = "reverted"
+	JournalRevertFailed = "revert_failed"
+)
+
+// JournalEntry is one journaled step of an apply or a rollback.
+type JournalEntry struct {
+	CorrelationID string
+	PlanID        string
+	Scope         string
+	Seq           int // order within the run
+	Event         string
+	Action        Action
+	Error         string
+	At            time.Time
+}
+
+// Journal persists the steps of a repair, so a crashed apply is inspectable
+// and can be rolled back from the journal alone. An Append error stops the
+// apply and rolls back.
+type Journal interface {
+	Append(ctx context.Context, e JournalEntry) error
+}
+
+// AuditAction is the audit action of every repair record.
+const AuditAction = "reconciliation.repaired"
+
+// Audit outcomes.
+const (
+	AuditApplied      = "applied"
+	AuditReverted     = "reverted"
+	AuditRevertFailed = "revert_failed"
+	AuditFailed       = "failed"
+	AuditRefused      = "refused"
+)
+
+// AuditRecord is one reconciliation.repaired record: one per applied,
+// reverted or refused action, with primitive before/after context and the
+// run's correlation id (enough to roll back from the audit trail alone).
+type AuditRecord struct {
+	Action        string // AuditAction
+	CorrelationID string
+	PlanID        string
+	Scope         string
+	Principal     string
+	ActionID      string
+	Kind          ActionKind
+	Outcome       string
+	Code          ResultCode // why it was refused or failed
+	Reason        string
+	Before        Fields
+	After         Fields
+	At            time.Time
+}
+
+// Auditor receives audit records. Its errors do not undo a repair (the
+// journal is what rollback reads); they are reported in the outcome.
+type Auditor interface {
+	Audit(ctx context.Context, r AuditRecord) error
+}
+
+// TelemetryName is the name of the one record each apply run emits.
+const TelemetryName = "reconciliation.repair"
+
+// Telemetry is one record per apply run.
+type Telemetry struct {
+	Name            string
+	CorrelationID   string
+	PlanID          string
+	Scope           string
+	Code            ResultCode // "" on success
+	Planned         int
+	Selected        int
+	Applied         int
+	RolledBack      int
+	RollbackFailed  int
+	Verified        int
+	StillDrifting   int
+	VerificationRan bool
+	Duration        time.Duration
+}
+
+// TelemetrySink receives the run's telemetry record (optional).
+type TelemetrySink interface {
+	Emit(ctx context.Context, t Telemetry)
+}

@@ -1,0 +1,109 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package recon
+
+import (
+	"context"
+	"time"
+)
+
+// RollbackManual is an applied action a rollback cannot undo: irreversible,
+// with the human rollback text of its strategy.
+type RollbackManual struct {
+	Action   Action
+	Rollback string
+}
+
+// RollbackOutcome is the result of rolling back a successful apply. The
+// drift reappears, which is expected: rollback restores the projection, not
+// the truth.
+type RollbackOutcome struct {
+	Code           ResultCode
+	Detail         string
+	CorrelationID  string
+	PlanID         string
+	RolledBack     []Action
+	RollbackFailed []RollbackFailure
+	Manual         []RollbackManual
+	AuditErrors    []string
+}
+
+// Rollback reverts a successful apply from its Outcome: reversible actions
+// newest-first through their handlers (journaled and audited as reverted);
+// irreversible ones are returned in Manual with their rollback text. It is
+// guarded like an apply: the principal must be allowed (repair_denied), the
+// outcome must be a successful apply with applied actions
+// (nothing_selected), and every reversible action needs a revert
+// (handler_missing), all before the first write. A revert that fails is
+// listed in RollbackFailed and the rest continue; the error is then
+// repair_failed.
+func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (*RollbackOutcome, error) {
+	ro := &RollbackOutcome{}
+	if o != nil {
+		ro.CorrelationID, ro.PlanID = o.CorrelationID, o.PlanID
+	}
+	end := func(e *Error) (*RollbackOutcome, error) {
+		ro.Code, ro.Detail = e.Code, e.Error()
+		w.Log.Info("reconciliation rollback refused", "plan", ro.PlanID, "correlationID", ro.CorrelationID, "code", e.Code)
+		return ro, e
+	}
+	if err := w.validate(true); err != nil {
+		return end(fail(ResultInternal, err, "workflow"))
+	}
+	ok, err := false, error(nil)
+	if principal != "" {
+		ok, err = w.Permission.Allowed(ctx, principal)
+	}
+	r := &applyRun{w: w, out: &Outcome{Principal: principal}, start: w.now()}
+	if o != nil {
+		r.out.PlanID, r.out.Scope, r.out.CorrelationID = o.PlanID, o.Scope, o.CorrelationID
+	}
+	if !ok || err != nil {
+		if o != nil {
+			for _, a := range o.Applied {
+				r.audit(ctx, a, AuditRefused, ResultRepairDenied, "rollback denied")
+			}
+		}
+		ro.AuditErrors = r.out.AuditErrors
+		return end(fail(ResultRepairDenied, err, "principal %q may not roll back repairs", principal))
+	}
+	if o == nil || o.Code != "" || len(o.Applied) == 0 {
+		return end(fail(ResultNothingSelected, nil, "only a successful apply with applied actions can be rolled back (a failed one was rolled back already)"))
+	}
+	var reversible []Action
+	for _, a := range o.Applied {
+		if !a.Reversible {
+			ro.Manual = append(ro.Manual, RollbackManual{Action: a, Rollback: a.Rollback})
+			continue
+		}
+		if h := w.Handlers[a.Kind]; h == nil || !canRevert(h) {
+			return end(fail(ResultHandlerMissing, nil, "no revert for %s", a.Kind))
+		}
+		reversible = append(reversible, a)
+	}
+	ro.RolledBack, ro.RollbackFailed = revertNewestFirst(context.WithoutCancel(ctx), r, reversible)
+	ro.AuditErrors = r.out.AuditErrors
+	w.Log.Info("reconciliation rollback", "plan", ro.PlanID, "correlationID", ro.CorrelationID,
+		"rolledBack", len(ro.RolledBack), "rollbackFailed", len(ro.RollbackFailed), "manual", len(ro.Manual),
+		"took", time.Duration(w.now().Sub(r.start)))
+	if len(ro.RollbackFailed) > 0 {
+		e := fail(ResultRepairFailed, nil, "%d actions could not be reverted", len(ro.RollbackFailed))
+		ro.Code, ro.Detail = e.Code, e.Error()
+		return ro, e
+	}
+	return ro, nil
+}

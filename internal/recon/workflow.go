@@ -1,0 +1,167 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package recon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// DefaultMaxActions is the blast radius: more selected actions than this is
+// an incident, not a routine repair (raise ApplyOptions.MaxActions
+// deliberately, or apply in batches with Only).
+const DefaultMaxActions = 50
+
+// Workflow runs dry runs, applies and rollbacks for one deployment. It owns
+// no storage: everything it reads or writes goes through its interfaces.
+// Dry runs (DryRun) never call a Handler, the Journal or the Auditor; there
+// is no call that plans and applies.
+type Workflow struct {
+	Provider   SnapshotProvider
+	Handlers   Handlers
+	Permission Permission
+	Journal    Journal
+	Auditor    Auditor
+	Telemetry  TelemetrySink // optional
+	Runs       RunStore      // optional: dry-run lifecycle persistence
+	// Clock is injected: every age check (staleness, plan expiry) uses it.
+	// Pass the same clock to dry runs and applies.
+	Clock      func() time.Time
+	StaleAfter time.Duration
+	Log        logr.Logger
+}
+
+// validate checks the configuration a write path needs.
+func (w *Workflow) validate(write bool) error {
+	switch {
+	case w.Provider == nil:
+		return errors.New("no snapshot provider")
+	case w.Clock == nil:
+		return errors.New("no clock")
+	case w.StaleAfter <= 0:
+		return errors.New("staleAfter must be positive")
+	case write && w.Permission == nil:
+		return errors.New("no permission checker")
+	case write && w.Journal == nil:
+		return errors.New("no journal")
+	case write && w.Auditor == nil:
+		return errors.New("no auditor")
+	}
+	return nil
+}
+
+// read reads the scope and stamps the injected clock on a shallow copy (the
+// provider's value is left as it returned it). A nil snapshot or one of
+// another scope is unavailable, never half-used.
+func (w *Workflow) read(ctx context.Context, scope string) (*Snapshot, error) {
+	s, err := w.Provider.Read(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, errors.New("provider returned no snapshot")
+	}
+	if s.Scope != scope {
+		return nil, fmt.Errorf("provider returned scope %q for %q", s.Scope, scope)
+	}
+	cp := *s
+	cp.Now, cp.StaleAfter = w.Clock(), w.StaleAfter
+	return &cp, nil
+}
+
+// DryRunResult is one dry run: its run record, report and plan.
+type DryRunResult struct {
+	Run    Run
+	Report *Report
+	Plan   *Plan
+}
+
+// DryRun reads the scope once, detects, explains and plans. It writes
+// nothing but its own run record (RunStore). A provider error fails the run
+// with snapshot_unavailable and yields NO report: never act on a partial one.
+func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRunResult, error) {
+	if err := w.validate(false); err != nil {
+		return nil, fail(ResultInternal, err, "workflow")
+	}
+	now := w.Clock()
+	run := Run{ID: "recon-" + scope + "-" + strconv.FormatInt(now.UnixNano(), 36), Scope: scope, Phase: RunPending, StartedAt: now, UpdatedAt: now}
+	log := w.Log.WithValues("scope", scope, "run", run.ID)
+	step := func(to RunPhase) error {
+		if err := run.Transition(to, w.Clock()); err != nil {
+			return fail(ResultInternal, err, "run lifecycle")
+		}
+		if w.Runs != nil {
+			if err := w.Runs.Save(ctx, run); err != nil {
+				return fail(ResultInternal, err, "save run %s in phase %s", run.ID, to)
+			}
+		}
+		return nil
+	}
+	end := func(code ResultCode, err error, detail string) (*DryRunResult, error) {
+		to := RunFailed
+		if ctx.Err() != nil {
+			code, to = ResultCancelled, RunCancelled
+		}
+		run.Code, run.Detail = code, detail
+		if run.Phase.CanTransition(to) {
+			_ = run.Transition(to, w.Clock())
+			if w.Runs != nil {
+				// The run record is best effort here: the run already failed.
+				if serr := w.Runs.Save(context.WithoutCancel(ctx), run); serr != nil {
+					log.Error(serr, "save failed run")
+				}
+			}
+		}
+		log.Info("reconciliation dry run failed", "code", code, "detail", detail)
+		return &DryRunResult{Run: run}, fail(code, err, "%s", detail)
+	}
+	if w.Runs != nil {
+		if err := w.Runs.Save(ctx, run); err != nil {
+			return nil, fail(ResultInternal, err, "save run %s", run.ID)
+		}
+	}
+	if err := step(RunCollecting); err != nil {
+		return end(ResultInternal, err, "collecting")
+	}
+	snap, err := w.read(ctx, scope)
+	if err != nil {
+		return end(ResultSnapshotUnavailable, err, "read snapshot")
+	}
+	if err := step(RunAnalyzing); err != nil {
+		return end(ResultInternal, err, "analyzing")
+	}
+	report, err := Detect(snap)
+	if err != nil {
+		return end(ResultInternal, err, "detect")
+	}
+	plan, err := PlanRepairs(report, snap)
+	if err != nil {
+		return end(ResultInternal, err, "plan")
+	}
+	run.Findings, run.Clean, run.PlanID = len(report.Findings), report.Clean, plan.PlanID
+	if err := step(RunReported); err != nil {
+		return end(ResultInternal, err, "reported")
+	}
+	log.V(1).Info("reconciliation dry run", "findings", len(report.Findings), "clean", report.Clean,
+		"actions", len(plan.Actions), "manual", len(plan.Manual), "plan", plan.PlanID)
+	return &DryRunResult{Run: run, Report: report, Plan: plan}, nil
+}
