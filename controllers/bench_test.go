@@ -19,7 +19,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -28,6 +27,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"

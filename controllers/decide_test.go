@@ -18,10 +18,11 @@ package controllers
 
 import (
 	"errors"
-	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

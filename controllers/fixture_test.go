@@ -18,13 +18,14 @@ package controllers
 
 import (
 	"context"
-	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -17,9 +17,10 @@ limitations under the License.
 package controllers
 
 import (
-	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"testing"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -18,11 +18,12 @@ package controllers
 
 import (
 	"context"
-	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"sort"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -21,12 +21,13 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"github.com/projection-recovery/projection-recovery/internal/codes"
-	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"

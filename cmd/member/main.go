@@ -28,7 +28,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 	"log/slog"
 	"net"
 	"net/http"
@@ -40,6 +39,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"

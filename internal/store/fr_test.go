@@ -18,10 +18,11 @@ package store
 
 import (
 	"context"
-	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"
 

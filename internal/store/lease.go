@@ -19,8 +19,9 @@ package store
 import (
 	"context"
 	"errors"
-	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"
 )

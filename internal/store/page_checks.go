@@ -19,8 +19,9 @@ package store
 import (
 	"context"
 	"fmt"
-	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"strings"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"

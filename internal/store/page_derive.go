@@ -19,6 +19,7 @@ package store
 import (
 	"context"
 	"errors"
+
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"

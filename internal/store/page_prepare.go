@@ -17,11 +17,12 @@ limitations under the License.
 package store
 
 import (
-	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"runtime"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/shopspring/decimal"

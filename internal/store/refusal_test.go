@@ -19,12 +19,13 @@ package store
 import (
 	"context"
 	"errors"
-	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"
 

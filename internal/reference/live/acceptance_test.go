@@ -18,12 +18,13 @@ package live_test
 
 import (
 	"context"
-	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 	"math/rand/v2"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 
 	"github.com/nats-io/nats.go"
 

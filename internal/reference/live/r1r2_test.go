@@ -18,10 +18,11 @@ package live_test
 
 import (
 	"encoding/json"
-	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/nats-io/nats.go"
 

@@ -19,10 +19,11 @@ package member
 import (
 	"bytes"
 	"fmt"
-	"github.com/projection-recovery/projection-recovery/internal/source"
 	"io"
 	"net/http"
 	"testing"
+
+	"github.com/projection-recovery/projection-recovery/internal/source"
 
 	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 )

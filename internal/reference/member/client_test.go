@@ -21,12 +21,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"github.com/projection-recovery/projection-recovery/internal/source"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/source"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 )

@@ -20,7 +20,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/projection-recovery/projection-recovery/internal/source"
 	"io"
 	"net/http"
 	"os"
@@ -29,6 +28,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/source"
 
 	"github.com/shopspring/decimal"
 

@@ -21,13 +21,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/projection-recovery/projection-recovery/internal/source"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/projection-recovery/projection-recovery/internal/source"
 
 	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 	"github.com/projection-recovery/projection-recovery/internal/wire"

@@ -19,9 +19,10 @@ package member
 import (
 	"context"
 	"errors"
-	"github.com/projection-recovery/projection-recovery/internal/source"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/projection-recovery/projection-recovery/internal/source"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 	"github.com/projection-recovery/projection-recovery/internal/reference/engine"

@@ -20,10 +20,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/projection-recovery/projection-recovery/internal/source"
 	"regexp"
 	"sync"
 	"testing"
+
+	"github.com/projection-recovery/projection-recovery/internal/source"
 
 	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 )
