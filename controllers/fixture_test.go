@@ -51,9 +51,6 @@ type fixture struct {
 	// role of a manager with auto-recovery off: an off test sets
 	// f.dsn = f.readOnlyDSN before f.recovery to prove SELECT suffices.
 	readOnlyDSN string
-	// migratorDSN connects as projection_recovery_migrator (CREATE on the
-	// schema): what a manager that applies the schema itself needs.
-	migratorDSN string
 	pool        *pgxpool.Pool // the admin's (trade-processor's) pool on the same database
 	store       *store.Store  // on pool
 	log         *engine.Log
@@ -92,7 +89,7 @@ func newFixture(t testing.TB, scope string, commands int, dropRate float64) *fix
 	// the fixture itself (seeding runs, the live projector, assertions) is
 	// the trade-processor and connects as the admin.
 	db := recoverydb.New(t)
-	f := &fixture{t: t, scope: scope, dsn: db.Recovery, readOnlyDSN: db.ReadOnly, migratorDSN: db.Migrator}
+	f := &fixture{t: t, scope: scope, dsn: db.Recovery, readOnlyDSN: db.ReadOnly}
 	var err error
 	if f.store, err = store.Open(ctx, db.Admin); err != nil {
 		t.Fatal(err)

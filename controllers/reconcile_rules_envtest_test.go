@@ -242,7 +242,7 @@ func TestReconcile_StatusWriteIsOptimisticallyLocked(t *testing.T) {
 	if err := k8sClient.Status().Update(context.Background(), other); err != nil {
 		t.Fatal(err)
 	}
-	r.Client = staleReads{Client: k8sClient, stale: stale}
+	r.Client = staleReads{Client: scopeIndexedClient{k8sClient}, stale: stale}
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
 	if err != nil || res.RequeueAfter <= 0 {
 		t.Fatalf("reconcile on a stale read = (%+v, %v), want a requeue without error", res, err)

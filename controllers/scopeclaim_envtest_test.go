@@ -256,10 +256,13 @@ func TestEnvtest_SchemaAppliedWithAutoRecoveryOn(t *testing.T) {
 	ns := newNamespace(t)
 	f := newFixture(t, "noschema-on", 60, 0.3)
 	dropRecoveryTables(t, f)
-	// Applying the schema needs CREATE on it (docs/database-role.md): this
-	// manager connects as the migrator role; the runtime role would be told
+	// Applying the schema needs CREATE on it (docs/database-role.md, "What
+	// the manager does at startup"): the disposable auto-recovery-local setup
+	// gives the runtime role that right; without it the manager would report
 	// SCHEMA_MISSING ("run manager migrate as the schema owner").
-	f.dsn = f.migratorDSN
+	if _, err := f.pool.Exec(context.Background(), `DO $$ BEGIN EXECUTE format('GRANT CREATE ON SCHEMA %I TO projection_recovery', current_schema()); END $$`); err != nil {
+		t.Fatal(err)
+	}
 	obj := f.recovery(ns, "noschema-on", nil, nil)
 	waitState(t, ns, obj.Name, 60*time.Second, "CURRENT after the schema was applied", isCurrentAt(f.boundary()))
 	want := []string{"projection_catchup_basis", "projection_catchup_cursor", "projection_catchup_lease", "projection_catchup_outbox"}
