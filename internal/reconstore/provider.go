@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Package reconstore is the PostgreSQL-backed half of reconciliation: the
 // snapshot provider (provider*.go: one scope's SQL side in one read-only
 // REPEATABLE READ transaction, the source side as verified pages from genesis
