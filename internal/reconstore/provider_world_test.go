@@ -60,6 +60,7 @@ type worldOpts struct {
 	catchUp    bool // bring the projection to CURRENT through store.ApplyPage
 	keep       bool // keep every source event (small worlds only)
 	noOpenings bool // a workload without proven openings
+	accounts   int  // 0: 6
 }
 
 // newWorld builds a log of commands (proven openings first unless
@@ -70,9 +71,12 @@ func newWorld(t testing.TB, scope string, commands int, o worldOpts) *world {
 	w := &world{t: t, scope: scope, db: recoverydb.New(t)}
 	w.admin = pgtest.Pool(t, w.db.Admin)
 	desc := engine.TestDescriptor(scope)
+	if o.accounts == 0 {
+		o.accounts = 6
+	}
 	var err error
 	if commands > 0 {
-		w.log, err = engine.BuildLog(t.TempDir(), desc, 42, engine.WorkloadConfig{Accounts: 6, Instruments: desc.Instruments, Openings: !o.noOpenings}, commands, 0)
+		w.log, err = engine.BuildLog(t.TempDir(), desc, 42, engine.WorkloadConfig{Accounts: o.accounts, Instruments: desc.Instruments, Openings: !o.noOpenings}, commands, 0)
 	} else {
 		w.log, err = engine.Create(t.TempDir(), desc, engine.LogOptions{})
 	}
