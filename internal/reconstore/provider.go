@@ -101,10 +101,11 @@ func (p *Provider) Read(ctx context.Context, scope string) (*recon.Snapshot, err
 	}
 	start := time.Now()
 	snap := &recon.Snapshot{Scope: scope, Now: p.Clock(), StaleAfter: p.StaleAfter}
-	if err := readSQL(ctx, p.Pool, scope, snap); err != nil {
+	in := newInterner()
+	if err := readSQL(ctx, p.Pool, scope, snap, in); err != nil {
 		return nil, fmt.Errorf("reconstore: read scope %s from the projection: %w", scope, err)
 	}
-	src, pages, err := readSource(ctx, p.Source, max, chainSeqs(snap))
+	src, pages, err := readSource(ctx, p.Source, max, chainSeqs(snap), in)
 	if err != nil {
 		return nil, fmt.Errorf("reconstore: read scope %s from the source: %w", scope, err)
 	}

@@ -45,7 +45,7 @@ import (
 //
 // Complete is set only here, at the end of a read that reached B with every
 // page verified; any error returns no side at all.
-func readSource(ctx context.Context, f Fetcher, max int, want []int64) (recon.SourceSide, int, error) {
+func readSource(ctx context.Context, f Fetcher, max int, want []int64, in *interner) (recon.SourceSide, int, error) {
 	var out recon.SourceSide
 	want = slices.Clone(want)
 	slices.Sort(want)
@@ -82,11 +82,19 @@ func readSource(ctx context.Context, f Fetcher, max int, want []int64) (recon.So
 			}
 			switch {
 			case ev.Trade != nil:
-				out.Trades = append(out.Trades, *ev.Trade)
+				t := ev.Trade
+				in.strsIn(&t.Instrument, &t.BuyAccount, &t.SellAccount)
+				t.Price, t.Quantity = in.decimal(t.Price), in.decimal(t.Quantity)
+				out.Trades = append(out.Trades, *t)
 			case ev.Order != nil:
-				out.Orders = append(out.Orders, *ev.Order)
+				o := ev.Order
+				in.strsIn(&o.Account, &o.Instrument)
+				o.Price, o.Quantity, o.Remaining = in.decimal(o.Price), in.decimal(o.Quantity), in.decimal(o.Remaining)
+				out.Orders = append(out.Orders, *o)
 			case ev.Opening != nil:
-				out.Openings = append(out.Openings, *ev.Opening)
+				o := ev.Opening
+				in.strsIn(&o.Account, &o.Instrument)
+				out.Openings = append(out.Openings, *o)
 			default:
 				return recon.SourceSide{}, pages, fmt.Errorf("event %d of the page after seq %d has no payload", i, after)
 			}

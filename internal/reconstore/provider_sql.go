@@ -69,7 +69,7 @@ const (
 // its positions or its cursor. (READ COMMITTED would give each statement its
 // own snapshot and fabricate drift that never existed.) READ ONLY makes
 // PostgreSQL refuse any write, whatever the role may do.
-func readSQL(ctx context.Context, pool *pgxpool.Pool, scope string, s *recon.Snapshot) (err error) {
+func readSQL(ctx context.Context, pool *pgxpool.Pool, scope string, s *recon.Snapshot, in *interner) (err error) {
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("begin read-only transaction: %w", err)
@@ -80,15 +80,15 @@ func readSQL(ctx context.Context, pool *pgxpool.Pool, scope string, s *recon.Sna
 		what string
 		run  func() error
 	}{
-		{"trades", func() error { return readTrades(ctx, tx, scope, &s.SQL) }},
-		{"orders", func() error { return readOrders(ctx, tx, ordersSQL, scope, &s.SQL.Orders) }},
-		{"order_events", func() error { return readOrders(ctx, tx, orderEventsSQL, scope, &s.SQL.OrderEvents) }},
-		{"positions", func() error { return readPositions(ctx, tx, scope, &s.SQL) }},
-		{"projection_catchup_basis", func() error { return readBasis(ctx, tx, scope, &s.SQL) }},
+		{"trades", func() error { return readTrades(ctx, tx, scope, &s.SQL, in) }},
+		{"orders", func() error { return readOrders(ctx, tx, ordersSQL, scope, &s.SQL.Orders, in) }},
+		{"order_events", func() error { return readOrders(ctx, tx, orderEventsSQL, scope, &s.SQL.OrderEvents, in) }},
+		{"positions", func() error { return readPositions(ctx, tx, scope, &s.SQL, in) }},
+		{"projection_catchup_basis", func() error { return readBasis(ctx, tx, scope, &s.SQL, in) }},
 		{"projection_catchup_cursor", func() error { return readCursor(ctx, tx, scope, &s.SQL) }},
 		{"projection_catchup_lease", func() error { return readLease(ctx, tx, scope, &s.SQL) }},
 		{"projection_runs", func() error { return readRuns(ctx, tx, scope, &s.SQL) }},
-		{"projection_catchup_outbox", func() error { return readOutbox(ctx, tx, scope, &s.SQL) }},
+		{"projection_catchup_outbox", func() error { return readOutbox(ctx, tx, scope, &s.SQL, in) }},
 		{"cursor summary", func() error { return readScopes(ctx, tx, s) }},
 	}
 	for _, st := range steps {
@@ -111,19 +111,7 @@ func dec(n pgtype.Numeric) (decimal.Decimal, error) {
 	return decimal.NewFromBigInt(n.Int, n.Exp), nil
 }
 
-// decs converts several numerics, stopping at the first unreadable one.
-func decs(dst []*decimal.Decimal, src []pgtype.Numeric) error {
-	for i := range dst {
-		v, err := dec(src[i])
-		if err != nil {
-			return err
-		}
-		*dst[i] = v
-	}
-	return nil
-}
-
-func readTrades(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide) error {
+func readTrades(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide, in *interner) error {
 	rows, err := tx.Query(ctx, tradesSQL, scope)
 	if err != nil {
 		return err
@@ -136,15 +124,16 @@ func readTrades(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide
 			&r.BuyAccount, &r.SellAccount, &r.TS, &r.BookingStatus, &r.WrittenBy); err != nil {
 			return err
 		}
-		if err := decs([]*decimal.Decimal{&r.Price, &r.Quantity}, n[:]); err != nil {
+		if err := in.numerics([]*decimal.Decimal{&r.Price, &r.Quantity}, n[:]); err != nil {
 			return fmt.Errorf("trade %s: %w", r.TradeID, err)
 		}
+		in.strsIn(&r.Instrument, &r.BuyAccount, &r.SellAccount, &r.BookingStatus, &r.WrittenBy)
 		out.Trades = append(out.Trades, r)
 	}
 	return rows.Err()
 }
 
-func readOrders(ctx context.Context, tx pgx.Tx, sql, scope string, out *[]recon.OrderRow) error {
+func readOrders(ctx context.Context, tx pgx.Tx, sql, scope string, out *[]recon.OrderRow, in *interner) error {
 	rows, err := tx.Query(ctx, sql, scope)
 	if err != nil {
 		return err
@@ -157,15 +146,16 @@ func readOrders(ctx context.Context, tx pgx.Tx, sql, scope string, out *[]recon.
 			&r.Status, &r.TS); err != nil {
 			return err
 		}
-		if err := decs([]*decimal.Decimal{&r.Price, &r.Quantity, &r.Remaining}, n[:]); err != nil {
+		if err := in.numerics([]*decimal.Decimal{&r.Price, &r.Quantity, &r.Remaining}, n[:]); err != nil {
 			return fmt.Errorf("order %s v%d: %w", r.OrderID, r.Version, err)
 		}
+		in.strsIn(&r.Account, &r.Instrument, &r.Side, &r.Status)
 		*out = append(*out, r)
 	}
 	return rows.Err()
 }
 
-func readPositions(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide) error {
+func readPositions(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide, in *interner) error {
 	rows, err := tx.Query(ctx, positionsSQL, scope)
 	if err != nil {
 		return err
@@ -177,7 +167,7 @@ func readPositions(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLS
 		if err := rows.Scan(&r.Account, &r.Instrument, &n[0], &n[1], &r.OpeningProven, &r.OpeningSeq, &n[2], &n[3], &r.UpdatedAt); err != nil {
 			return err
 		}
-		if err := decs([]*decimal.Decimal{&r.OpeningQuantity, &r.OpeningAvgCost, &r.Quantity, &r.AvgCost}, n[:]); err != nil {
+		if err := in.numerics([]*decimal.Decimal{&r.OpeningQuantity, &r.OpeningAvgCost, &r.Quantity, &r.AvgCost}, n[:]); err != nil {
 			return fmt.Errorf("position %s/%s: %w", r.Account, r.Instrument, err)
 		}
 		out.Positions = append(out.Positions, r)
@@ -185,7 +175,7 @@ func readPositions(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLS
 	return rows.Err()
 }
 
-func readBasis(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide) error {
+func readBasis(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide, in *interner) error {
 	rows, err := tx.Query(ctx, basisSQL, scope)
 	if err != nil {
 		return err
@@ -197,7 +187,7 @@ func readBasis(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide)
 		if err := rows.Scan(&r.Account, &r.Instrument, &r.BasisSeq, &n[0], &n[1]); err != nil {
 			return err
 		}
-		if err := decs([]*decimal.Decimal{&r.Quantity, &r.AvgCost}, n[:]); err != nil {
+		if err := in.numerics([]*decimal.Decimal{&r.Quantity, &r.AvgCost}, n[:]); err != nil {
 			return fmt.Errorf("basis %s/%s: %w", r.Account, r.Instrument, err)
 		}
 		out.Basis = append(out.Basis, r)
@@ -254,7 +244,7 @@ func readRuns(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide) 
 	return rows.Err()
 }
 
-func readOutbox(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide) error {
+func readOutbox(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide, in *interner) error {
 	rows, err := tx.Query(ctx, outboxSQL, scope)
 	if err != nil {
 		return err
@@ -266,7 +256,7 @@ func readOutbox(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide
 		if err := rows.Scan(&r.ID, &r.MsgID, &r.Account, &r.Instrument, &n[0], &n[1], &r.CursorSeq, &r.CreatedAt, &r.SentAt); err != nil {
 			return err
 		}
-		if err := decs([]*decimal.Decimal{&r.Quantity, &r.AvgCost}, n[:]); err != nil {
+		if err := in.numerics([]*decimal.Decimal{&r.Quantity, &r.AvgCost}, n[:]); err != nil {
 			return fmt.Errorf("outbox %d: %w", r.ID, err)
 		}
 		out.Outbox = append(out.Outbox, r)
