@@ -1,0 +1,254 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reconstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+)
+
+// Runs is recon.RunStore on projection_reconciliation_runs (migration
+// 00002). Each Save is its own committed statement: a run whose manager
+// dies stays in the last phase it reached (collecting, analyzing), readable
+// like a job's status, never silently "reported".
+type Runs struct{ Pool *pgxpool.Pool }
+
+var _ recon.RunStore = (*Runs)(nil)
+
+// A terminal run (reported, failed, cancelled) is never moved again: the
+// conflict update only applies to a row still in a non-terminal state of the
+// same scope. Without the guard a late, retried Save of an earlier phase
+// could resurrect a failed run as "analyzing".
+const saveRunSQL = `INSERT INTO projection_reconciliation_runs
+    (id, scope, correlation_id, state, code, error, findings, clean, plan_id, started_at, updated_at)
+VALUES ($1, $2, $1, $3, nullif($4, ''), nullif($5, ''), $6, $7, nullif($8, ''), $9, $10)
+ON CONFLICT (id) DO UPDATE SET state = excluded.state, code = excluded.code, error = excluded.error,
+    findings = excluded.findings, clean = excluded.clean, plan_id = excluded.plan_id, updated_at = excluded.updated_at
+ WHERE projection_reconciliation_runs.scope = excluded.scope
+   AND projection_reconciliation_runs.state NOT IN ('reported', 'failed', 'cancelled')`
+
+// Save records r in its current phase. The dry run's id is its correlation
+// id (recon.Run carries no other).
+func (s *Runs) Save(ctx context.Context, r recon.Run) error {
+	tag, err := s.Pool.Exec(ctx, saveRunSQL, r.ID, r.Scope, string(r.Phase), string(r.Code), r.Detail,
+		r.Findings, r.Clean, r.PlanID, r.StartedAt, r.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("reconstore: save run %s (%s): %w", r.ID, r.Phase, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("reconstore: save run %s (%s): the stored run is terminal or of another scope", r.ID, r.Phase)
+	}
+	return nil
+}
+
+// SaveResult stores a reported run's report and plan (jsonb), so the plan
+// an approver echoes can be read back as it was shown. Only a reported run
+// takes them.
+func (s *Runs) SaveResult(ctx context.Context, res *recon.DryRunResult) error {
+	if res == nil || res.Report == nil || res.Plan == nil {
+		return errors.New("reconstore: save result: no report or plan")
+	}
+	report, err := json.Marshal(res.Report)
+	if err != nil {
+		return fmt.Errorf("reconstore: encode report of run %s: %w", res.Run.ID, err)
+	}
+	plan, err := json.Marshal(res.Plan)
+	if err != nil {
+		return fmt.Errorf("reconstore: encode plan of run %s: %w", res.Run.ID, err)
+	}
+	tag, err := s.Pool.Exec(ctx, `UPDATE projection_reconciliation_runs SET report = $2, plan = $3
+ WHERE id = $1 AND state = 'reported' AND report IS NULL`, res.Run.ID, report, plan)
+	if err != nil {
+		return fmt.Errorf("reconstore: save result of run %s: %w", res.Run.ID, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("reconstore: save result of run %s: no reported run without a result", res.Run.ID)
+	}
+	return nil
+}
+
+// StoredRun is a runs row as stored.
+type StoredRun struct {
+	recon.Run
+	CorrelationID string
+	Report        *recon.Report
+	Plan          *recon.Plan
+}
+
+// Get reads one run; pgx.ErrNoRows (wrapped) when absent.
+func (s *Runs) Get(ctx context.Context, id string) (StoredRun, error) {
+	var r StoredRun
+	var state string
+	var report, plan []byte
+	err := s.Pool.QueryRow(ctx, `SELECT id, scope, correlation_id, state, coalesce(code, ''), coalesce(error, ''),
+       findings, clean, coalesce(plan_id, ''), report, plan, started_at, updated_at
+  FROM projection_reconciliation_runs WHERE id = $1`, id).Scan(&r.ID, &r.Scope, &r.CorrelationID, &state, &r.Code,
+		&r.Detail, &r.Findings, &r.Clean, &r.PlanID, &report, &plan, &r.StartedAt, &r.UpdatedAt)
+	if err != nil {
+		return StoredRun{}, fmt.Errorf("reconstore: read run %s: %w", id, err)
+	}
+	r.Phase = recon.RunPhase(state)
+	if report != nil {
+		r.Report = &recon.Report{}
+		if err := json.Unmarshal(report, r.Report); err != nil {
+			return StoredRun{}, fmt.Errorf("reconstore: decode report of run %s: %w", id, err)
+		}
+	}
+	if plan != nil {
+		r.Plan = &recon.Plan{}
+		if err := json.Unmarshal(plan, r.Plan); err != nil {
+			return StoredRun{}, fmt.Errorf("reconstore: decode plan of run %s: %w", id, err)
+		}
+	}
+	return r, nil
+}
+
+// Journal is recon.Journal on projection_reconciliation_journal. Append
+// commits its row before it returns (one autocommitted INSERT), so the entry
+// is durable before the workflow runs the next action: a crashed apply can
+// be rolled back from these rows alone. A second entry at the same position
+// of a run is refused (primary key), which stops the apply.
+type Journal struct{ Pool *pgxpool.Pool }
+
+var _ recon.Journal = (*Journal)(nil)
+
+// Append records one step.
+func (j *Journal) Append(ctx context.Context, e recon.JournalEntry) error {
+	action, err := json.Marshal(e.Action)
+	if err != nil {
+		return fmt.Errorf("reconstore: encode journal action %s: %w", e.Action.ID, err)
+	}
+	if _, err := j.Pool.Exec(ctx, `INSERT INTO projection_reconciliation_journal
+    (correlation_id, position, plan_id, scope, state, action_id, action, error, at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), $9)`,
+		e.CorrelationID, e.Seq, e.PlanID, e.Scope, e.Event, e.Action.ID, action, e.Error, e.At); err != nil {
+		return fmt.Errorf("reconstore: journal %s #%d (%s %s): %w", e.CorrelationID, e.Seq, e.Event, e.Action.ID, err)
+	}
+	return nil
+}
+
+// Entries reads a run's journal in order.
+func (j *Journal) Entries(ctx context.Context, correlationID string) ([]recon.JournalEntry, error) {
+	rows, err := j.Pool.Query(ctx, `SELECT correlation_id, position, plan_id, scope, state, action, coalesce(error, ''), at
+  FROM projection_reconciliation_journal WHERE correlation_id = $1 ORDER BY position`, correlationID)
+	if err != nil {
+		return nil, fmt.Errorf("reconstore: read journal %s: %w", correlationID, err)
+	}
+	defer rows.Close()
+	var out []recon.JournalEntry
+	for rows.Next() {
+		var e recon.JournalEntry
+		var action []byte
+		if err := rows.Scan(&e.CorrelationID, &e.Seq, &e.PlanID, &e.Scope, &e.Event, &action, &e.Error, &e.At); err != nil {
+			return nil, fmt.Errorf("reconstore: read journal %s: %w", correlationID, err)
+		}
+		if err := json.Unmarshal(action, &e.Action); err != nil {
+			return nil, fmt.Errorf("reconstore: decode journal %s #%d: %w", correlationID, e.Seq, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reconstore: read journal %s: %w", correlationID, err)
+	}
+	return out, nil
+}
+
+// Auditor is recon.Auditor on projection_reconciliation_audit: one committed
+// row per record, append-only (the runtime role has no UPDATE or DELETE on it).
+type Auditor struct{ Pool *pgxpool.Pool }
+
+var _ recon.Auditor = (*Auditor)(nil)
+
+// Audit records r.
+func (a *Auditor) Audit(ctx context.Context, r recon.AuditRecord) error {
+	before, err := fieldsJSON(r.Before)
+	if err != nil {
+		return fmt.Errorf("reconstore: encode audit before of %s: %w", r.ActionID, err)
+	}
+	after, err := fieldsJSON(r.After)
+	if err != nil {
+		return fmt.Errorf("reconstore: encode audit after of %s: %w", r.ActionID, err)
+	}
+	if _, err := a.Pool.Exec(ctx, `INSERT INTO projection_reconciliation_audit
+    (action, correlation_id, plan_id, scope, action_id, kind, outcome, code, reason, before, after, principal, at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), nullif($9, ''), $10, $11, $12, $13)`,
+		r.Action, r.CorrelationID, r.PlanID, r.Scope, r.ActionID, string(r.Kind), r.Outcome, string(r.Code), r.Reason,
+		before, after, r.Principal, r.At); err != nil {
+		return fmt.Errorf("reconstore: audit %s %s (%s): %w", r.CorrelationID, r.ActionID, r.Outcome, err)
+	}
+	return nil
+}
+
+// Records reads a run's audit records in order.
+func (a *Auditor) Records(ctx context.Context, correlationID string) ([]recon.AuditRecord, error) {
+	rows, err := a.Pool.Query(ctx, `SELECT action, correlation_id, plan_id, scope, action_id, kind, outcome,
+       coalesce(code, ''), coalesce(reason, ''), before, after, principal, at
+  FROM projection_reconciliation_audit WHERE correlation_id = $1 ORDER BY id`, correlationID)
+	if err != nil {
+		return nil, fmt.Errorf("reconstore: read audit %s: %w", correlationID, err)
+	}
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (recon.AuditRecord, error) {
+		var r recon.AuditRecord
+		var kind, code string
+		var before, after []byte
+		if err := row.Scan(&r.Action, &r.CorrelationID, &r.PlanID, &r.Scope, &r.ActionID, &kind, &r.Outcome, &code,
+			&r.Reason, &before, &after, &r.Principal, &r.At); err != nil {
+			return r, err
+		}
+		r.Kind, r.Code = recon.ActionKind(kind), recon.ResultCode(code)
+		if err := json.Unmarshal(before, &r.Before); err != nil {
+			return r, err
+		}
+		return r, json.Unmarshal(after, &r.After)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconstore: read audit %s: %w", correlationID, err)
+	}
+	return recs, nil
+}
+
+// fieldsJSON encodes primitive fields; nil is the empty object (the column
+// is NOT NULL: "no values" is stated, not unknown).
+func fieldsJSON(f recon.Fields) ([]byte, error) {
+	if f == nil {
+		f = recon.Fields{}
+	}
+	return json.Marshal(f)
+}
+
+// LogTelemetry is a recon.TelemetrySink writing the run's record as one
+// structured log line (no metrics dependency).
+type LogTelemetry struct{ Log logr.Logger }
+
+var _ recon.TelemetrySink = LogTelemetry{}
+
+// Emit logs t.
+func (l LogTelemetry) Emit(_ context.Context, t recon.Telemetry) {
+	l.Log.Info(t.Name, "correlationID", t.CorrelationID, "plan", t.PlanID, "scope", t.Scope, "code", string(t.Code),
+		"planned", t.Planned, "selected", t.Selected, "applied", t.Applied, "rolledBack", t.RolledBack,
+		"rollbackFailed", t.RollbackFailed, "verified", t.Verified, "stillDrifting", t.StillDrifting,
+		"verificationRan", t.VerificationRan, "duration", t.Duration.Round(time.Millisecond).String())
+}

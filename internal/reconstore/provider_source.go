@@ -1,0 +1,130 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reconstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/projection-recovery/projection-recovery/internal/chain"
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/source"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
+)
+
+// readSource reads the member's verified events from genesis through its
+// boundary B, page after page, decoding each page into the snapshot's slices
+// and dropping its bytes before the next: memory is the decoded events, time
+// one pass (each page chained to the previous by the client, so nothing can
+// be lost, duplicated or reordered between pages).
+//
+// B is the boundary the first page reports: a member that keeps applying
+// commands while we read is read through that first boundary only (the read
+// stops at the first page reaching it; pages end on whole commands, so the
+// stop is a verified chain point). Without the stop a busy member could keep
+// the read going forever.
+//
+// want lists sequences whose chain point (digest, event count) detection
+// compares (the cursor's verified seq, a run's checkpoint); each one inside
+// (0, B] is recorded by refolding only the page that contains it.
+//
+// Complete is set only here, at the end of a read that reached B with every
+// page verified; any error returns no side at all.
+func readSource(ctx context.Context, f Fetcher, max int, want []int64, in *interner) (recon.SourceSide, int, error) {
+	var out recon.SourceSide
+	want = slices.Clone(want)
+	slices.Sort(want)
+	want = slices.Compact(want)
+	after, digest, expect := int64(0), chain.Genesis, ""
+	var count int64
+	first := int64(-1)
+	pages := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return recon.SourceSide{}, pages, err
+		}
+		p, err := f.Fetch(ctx, after, digest, expect, max)
+		if err != nil {
+			return recon.SourceSide{}, pages, fmt.Errorf("page after seq %d: %w", after, err)
+		}
+		pages++
+		if first < 0 {
+			// Every later page must carry the descriptor of the first: the
+			// read is one history or none.
+			first, expect = p.BoundarySeq, p.DescriptorHash
+			out.DescriptorHash, out.ProtocolVersion = p.DescriptorHash, p.ProtocolVersion
+		}
+		for len(want) > 0 && want[0] <= after {
+			want = want[1:] // at or before a previous page's end: recorded there, or 0
+		}
+		if len(want) > 0 && want[0] <= p.ThroughSeq {
+			out.Chain, want = chainPoints(p, count, want, out.Chain)
+		}
+		for i := range p.Events {
+			ev, err := wire.Decode(p.Events[i].Wire)
+			if err != nil { // the client decoded it already: unreachable unless the client changed
+				return recon.SourceSide{}, pages, fmt.Errorf("decode event %d of the page after seq %d: %w", i, after, err)
+			}
+			switch {
+			case ev.Trade != nil:
+				t := ev.Trade
+				in.strsIn(&t.Instrument, &t.BuyAccount, &t.SellAccount)
+				t.Price, t.Quantity = in.decimal(t.Price), in.decimal(t.Quantity)
+				out.Trades = append(out.Trades, *t)
+			case ev.Order != nil:
+				o := ev.Order
+				in.strsIn(&o.Account, &o.Instrument)
+				o.Price, o.Quantity, o.Remaining = in.decimal(o.Price), in.decimal(o.Quantity), in.decimal(o.Remaining)
+				out.Orders = append(out.Orders, *o)
+			case ev.Opening != nil:
+				o := ev.Opening
+				in.strsIn(&o.Account, &o.Instrument)
+				out.Openings = append(out.Openings, *o)
+			default:
+				return recon.SourceSide{}, pages, fmt.Errorf("event %d of the page after seq %d has no payload", i, after)
+			}
+		}
+		count += int64(len(p.Events))
+		after, digest = p.ThroughSeq, p.DigestThrough
+		if p.Idle || p.ThroughSeq >= p.BoundarySeq || p.ThroughSeq >= first {
+			break
+		}
+	}
+	out.Boundary, out.Digest, out.EventCount, out.Complete = after, digest, count, true
+	return out, pages, nil
+}
+
+// chainPoints refolds page p from its digestAfter to record the chain at
+// each wanted seq inside it (want is sorted; those past the page are
+// returned). The digest through seq w is the fold over every event with
+// seq <= w; a seq inside a command with no events has the digest of the last
+// event before it.
+func chainPoints(p *source.Page, count int64, want []int64, dst []recon.ChainPoint) ([]recon.ChainPoint, []int64) {
+	d, n := p.DigestAfter, count
+	i := 0
+	for len(want) > 0 && want[0] <= p.ThroughSeq {
+		for i < len(p.Events) && p.Events[i].Seq <= want[0] {
+			d = chain.Next(d, p.Events[i].Wire)
+			n++
+			i++
+		}
+		dst = append(dst, recon.ChainPoint{Seq: want[0], Digest: d, EventCount: n})
+		want = want[1:]
+	}
+	return dst, want
+}
