@@ -23,10 +23,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -69,16 +71,24 @@ func TestMigrateCommand_AppliesOnceAndReports(t *testing.T) {
 	}
 	byFile := []string{"--dsn-file", file}
 	env := map[string]string{EnvDSN: dsn}
+	// Every migration this binary carries, as the command prints them.
+	known := store.KnownMigrations()
+	latest := strconv.FormatInt(known[len(known)-1], 10)
+	var pendingList []string
+	for _, v := range known {
+		pendingList = append(pendingList, strconv.FormatInt(v, 10))
+	}
+	pending := strings.Join(pendingList, " ")
 	steps := []struct {
 		name string
 		env  map[string]string
 		args []string
 		want []string // regexps the output must match, in order
 	}{
-		{"status before", nil, append([]string{"--status"}, byFile...), []string{`(?m)^schema version: 0$`, `(?m)^required by this binary: 1$`, "pending \\[1\\]: run `manager migrate`"}},
-		{"migrate", nil, byFile, []string{`(?m)^applied version 1: 00001_ri06-automatic-recovery\.sql \(`, `(?m)^schema version 1 \(this binary requires 1\): current$`}},
-		{"migrate again", env, nil, []string{`(?m)^nothing to apply$`, `(?m)^schema version 1 \(this binary requires 1\): current$`}},
-		{"status after", env, []string{"--status"}, []string{`(?m)^schema version: 1$`, `(?m)^state: current$`}},
+		{"status before", nil, append([]string{"--status"}, byFile...), []string{`(?m)^schema version: 0$`, `(?m)^required by this binary: ` + latest + `$`, "pending \\[" + pending + "\\]: run `manager migrate`"}},
+		{"migrate", nil, byFile, []string{`(?m)^applied version 1: 00001_ri06-automatic-recovery\.sql \(`, `(?m)^schema version ` + latest + ` \(this binary requires ` + latest + `\): current$`}},
+		{"migrate again", env, nil, []string{`(?m)^nothing to apply$`, `(?m)^schema version ` + latest + ` \(this binary requires ` + latest + `\): current$`}},
+		{"status after", env, []string{"--status"}, []string{`(?m)^schema version: ` + latest + `$`, `(?m)^state: current$`}},
 	}
 	for _, s := range steps {
 		out, err := migrate(t, s.env, s.args...)

@@ -17,6 +17,7 @@ limitations under the License.
 package store
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"regexp"
@@ -116,7 +117,7 @@ func TestRefusal_SCHEMA_MISSING(t *testing.T) {
 			}
 			err := s.EnsureSchema(ctxb, false)
 			wantCode(t, err, codes.SchemaMissing)
-			for _, want := range []string{"version 0", "requires 1", "manager migrate"} {
+			for _, want := range []string{"version 0", fmt.Sprintf("requires %d", latestVersion()), "manager migrate"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("message %q does not say %q", err, want)
 				}
@@ -150,7 +151,7 @@ func TestNFRAPR01_MigrationIsAdditiveAndRerunnable(t *testing.T) {
 	seedOrder(t, s, "s", evOrder, i64(2))
 	seedPosition(t, s, "s", "A", "ACME", "5", "110", true, "0")
 	before := snapshot0(t, s)
-	for i, want := range []int{1, 0} {
+	for i, want := range []int{len(KnownMigrations()), 0} {
 		applied, err := adm.ApplyMigrations(ctxb)
 		if err != nil {
 			t.Fatalf("apply %d: %v", i+1, err)
@@ -175,7 +176,7 @@ func TestNFRAPR01_MigrationIsAdditiveAndRerunnable(t *testing.T) {
 	catchUp(t, s, l, run, baseLedger(t), 100)
 	full := snapshot(t, s)
 	mustExec(t, s, `DELETE FROM `+pgx.Identifier{VersionTable}.Sanitize()+` WHERE version_id > 0`) // forget it was applied: rerun 00001 itself
-	if applied, err := adm.ApplyMigrations(ctxb); err != nil || len(applied) != 1 {
+	if applied, err := adm.ApplyMigrations(ctxb); err != nil || len(applied) != len(KnownMigrations()) {
 		t.Fatalf("rerun: applied %+v, %v", applied, err)
 	}
 	if err := adm.EnsureBaseSchema(ctxb); err != nil {
@@ -210,8 +211,10 @@ func TestMigrate_UpgradesAHandRolledDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(applied) != 1 || applied[0].Version != 1 || applied[0].Name != "00001_ri06-automatic-recovery.sql" {
-		t.Fatalf("applied %+v, want 00001 only", applied)
+	// 00001 is adopted (its IF NOT EXISTS finds the tables), the later ones
+	// are created: every known migration recorded once, in order.
+	if len(applied) != len(KnownMigrations()) || applied[0].Version != 1 || applied[0].Name != "00001_ri06-automatic-recovery.sql" {
+		t.Fatalf("applied %+v, want 00001 adopted and every later migration applied", applied)
 	}
 	if after := snapshot(t, s); after != before {
 		t.Fatalf("the upgrade lost data:\nbefore %s\nafter  %s", before, after)
@@ -220,7 +223,7 @@ func TestMigrate_UpgradesAHandRolledDatabase(t *testing.T) {
 		t.Fatalf("lease lost: %+v", got)
 	}
 	v, err := s.SchemaVersion(ctxb)
-	if err != nil || v.Current != 1 || v.Missing() || v.Newer() {
+	if err != nil || v.Current != latestVersion() || v.Missing() || v.Newer() {
 		t.Fatalf("version after upgrade %+v %v", v, err)
 	}
 	if err := s.EnsureSchema(ctxb, false); err != nil {
@@ -266,7 +269,7 @@ func TestMigrate_ConcurrentCallsSerialize(t *testing.T) {
 	if appliedBy != len(KnownMigrations()) {
 		t.Fatalf("%d migrations applied across %d concurrent migrators, want each of %v once: %+v", appliedBy, n, KnownMigrations(), results)
 	}
-	if got := versionRows(t, first); got != "0:true,1:true" {
+	if got := versionRows(t, first); got != wantVersionRows() {
 		t.Fatalf("version rows %q", got)
 	}
 }
@@ -319,13 +322,14 @@ func TestSchema_NewerIsAcceptedNotDowngraded(t *testing.T) {
 	if err := s.Migrate(ctxb); err != nil {
 		t.Fatal(err)
 	}
-	// What a future migration 00002 would leave behind.
+	// What a future migration (one past this binary's latest) would leave behind.
+	future := latestVersion() + 1
 	mustExec(t, s, `CREATE TABLE projection_catchup_future (x int)`)
-	mustExec(t, s, `INSERT INTO `+pgx.Identifier{VersionTable}.Sanitize()+` (version_id, is_applied) VALUES (2, true)`)
+	mustExec(t, s, `INSERT INTO `+pgx.Identifier{VersionTable}.Sanitize()+` (version_id, is_applied) VALUES ($1, true)`, future)
 	rows := versionRows(t, s)
 
 	v, err := s.SchemaVersion(ctxb)
-	if err != nil || v.Current != 2 || v.Required != 1 || !v.Newer() || v.Missing() {
+	if err != nil || v.Current != future || v.Required != latestVersion() || !v.Newer() || v.Missing() {
 		t.Fatalf("SchemaVersion = %+v, %v", v, err)
 	}
 	var logged []string
@@ -344,11 +348,11 @@ func TestSchema_NewerIsAcceptedNotDowngraded(t *testing.T) {
 	if got := presentRelations(t, s); !slices.Equal(got, recoveryRelations) {
 		t.Fatalf("relations %v", got)
 	}
-	var future bool
-	if err := s.pool.QueryRow(ctxb, `SELECT to_regclass('projection_catchup_future') IS NOT NULL`).Scan(&future); err != nil || !future {
+	var kept bool
+	if err := s.pool.QueryRow(ctxb, `SELECT to_regclass('projection_catchup_future') IS NOT NULL`).Scan(&kept); err != nil || !kept {
 		t.Fatalf("the newer migration's table was dropped (%v)", err)
 	}
-	if len(logged) != 1 || !strings.Contains(logged[0], `"schemaVersion"=2`) || !strings.Contains(logged[0], `"managerSchemaVersion"=1`) {
+	if len(logged) != 1 || !strings.Contains(logged[0], fmt.Sprintf(`"schemaVersion"=%d`, future)) || !strings.Contains(logged[0], fmt.Sprintf(`"managerSchemaVersion"=%d`, latestVersion())) {
 		t.Fatalf("want one log line naming both versions, got %q", logged)
 	}
 }
@@ -411,4 +415,19 @@ func snapshot0(t testing.TB, s *Store) string {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// latestVersion is the newest migration this binary carries.
+func latestVersion() int64 {
+	known := KnownMigrations()
+	return known[len(known)-1]
+}
+
+// wantVersionRows is versionRows after every known migration was applied once.
+func wantVersionRows() string {
+	parts := []string{"0:true"}
+	for _, v := range KnownMigrations() {
+		parts = append(parts, fmt.Sprintf("%d:true", v))
+	}
+	return strings.Join(parts, ",")
 }
