@@ -52,6 +52,10 @@ vet: ## go vet.
 tidy-check: ## Fail when go.mod/go.sum are not tidy (direct requirements marked indirect, stale sums).
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
 
+.PHONY: verify-reconciliation
+verify-reconciliation: ## Fail when an invariant is unwired, detection/planning gains a write path, or apply loses a guard.
+	hack/verify-reconciliation.sh
+
 .PHONY: verify-requirements
 verify-requirements: ## Fail when a requirement id cited in code or tests is not in docs/requirements.md.
 	hack/verify-requirements.sh
@@ -68,7 +72,7 @@ control-plane: ## Build (once, cached) kube-apiserver, etcd and kubectl from sou
 	hack/control-plane.sh
 
 .PHONY: test
-test: control-plane fmt-check vet tidy-check verify-requirements verify-generated chart-check demo-smoke ## Run every test tier against a real kube-apiserver and PostgreSQL.
+test: control-plane fmt-check vet tidy-check verify-requirements verify-reconciliation verify-generated chart-check demo-smoke ## Run every test tier against a real kube-apiserver and PostgreSQL.
 	hack/postgres.sh run -- hack/test.sh ./...  # -race over the concurrent packages (see hack/test.sh)
 
 .PHONY: bench
