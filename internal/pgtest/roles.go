@@ -90,6 +90,7 @@ var (
 	// projection_recovery_migrator, their owner, after `manager migrate`).
 	RecoveryTableStatements = []string{
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON projection_catchup_cursor, projection_catchup_lease, projection_catchup_basis, projection_catchup_outbox TO projection_recovery;",
+		"GRANT SELECT, INSERT, DELETE ON projection_trade_quarantine, projection_position_quarantine TO projection_recovery;",
 		"GRANT SELECT ON projection_recovery_schema_version TO projection_recovery;",
 		"GRANT SELECT ON projection_catchup_cursor, projection_catchup_lease, projection_recovery_schema_version TO projection_recovery_readonly;",
 	}
