@@ -222,3 +222,29 @@ func TestHandlers_AdoptSourceOpening(t *testing.T) {
 	f.page(t, storetest.NewLedger(t, 4, ledger...), 3)
 	storetest.AssertPositions(t, f.admin, "s", ledger)
 }
+
+// quarantine_trade: an orphan trade (never emitted by the consensus) moves to
+// the quarantine table and back exactly; the next page succeeds and equals
+// the replay of the source.
+func TestHandlers_QuarantineTrade(t *testing.T) {
+	t.Parallel()
+	f := newFx(t, ledger, 3)
+	f.exec(t, `INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts)
+VALUES ('s', 'forged', 99, 3, 'ACME', 1.50, 1, 'x', 'y', 'C', 'D', '2026-03-01 09:30:03.5+00')`)
+	var before recon.Fields
+	if err := pgx.BeginFunc(ctxb, f.admin, func(tx pgx.Tx) (err error) {
+		before, err = tradeFields(ctxb, tx, "trades", "s", "forged")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a := recon.Action{ID: "quarantine_trade:forged", Kind: recon.ActionQuarantineTrade, Reversible: true,
+		Target: recon.Fields{"scope": "s", "table": recon.TableTrades, "trade_id": "forged"},
+		Before: before, After: recon.Fields{"location": "quarantine"}}
+	checkApplyRevert(t, f, a, func() {})
+	if err := f.h.Registry()[a.Kind].Apply(ctxb, a); err != nil {
+		t.Fatal(err)
+	}
+	f.page(t, storetest.NewLedger(t, 4, ledger...), 3)
+	storetest.AssertPositions(t, f.admin, "s", ledger)
+}
