@@ -39,32 +39,44 @@ var ctxb = context.Background()
 
 type fx struct {
 	admin *pgxpool.Pool
-	st    *store.Store // connected as projection_recovery
+	rec   *store.Store // projection_recovery: the recovery worker's pages
+	st    *store.Store // projection_reconciliation: the handlers (proves its grants suffice)
 	run   store.Run
 	l     store.Lease
 	h     *Handlers
+	evs   []wire.Event      // the whole source
+	src   *storetest.Ledger // evs, boundary = the last seq
 }
 
-// newFx: a database as production has it, a selected run, the handlers
-// connected as the recovery role (proving its grants), and the ledger's
-// pages applied through the cursor.
+// newFx: a database as production has it, a selected run, the recovery
+// worker's pages of evs applied through `through` (as projection_recovery),
+// and the handlers connected as projection_reconciliation under the same
+// lease. The source the planner reads is all of evs.
 func newFx(t *testing.T, evs []wire.Event, through int64) fx {
 	t.Helper()
 	db := recoverydb.New(t)
-	f := fx{admin: pgtest.Pool(t, db.Admin), st: store.New(pgtest.Pool(t, db.Recovery))}
-	if _, err := f.admin.Exec(ctxb, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
-VALUES ('s', 1, true, true, 'ACTIVE', $1, 1)`, storetest.Descriptor); err != nil {
-		t.Fatal(err)
+	f := fx{admin: pgtest.Pool(t, db.Admin), rec: store.New(pgtest.Pool(t, db.Recovery)),
+		st: store.New(pgtest.Pool(t, db.Reconciliation)), evs: evs}
+	var last int64
+	for _, e := range evs {
+		last = max(last, e.Seq())
 	}
+	f.src = storetest.NewLedger(t, last, evs...)
+	f.exec(t, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
+VALUES ('s', 1, true, true, 'ACTIVE', $1, 1)`, storetest.Descriptor)
 	var err error
-	if f.run, err = f.st.SelectedRun(ctxb, "s"); err != nil {
+	if f.run, err = f.rec.SelectedRun(ctxb, "s"); err != nil {
 		t.Fatal(err)
 	}
-	if f.l, err = f.st.AcquireLease(ctxb, "s", "recon", time.Minute); err != nil {
+	if f.l, err = f.rec.AcquireLease(ctxb, "s", "recon", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	f.h = &Handlers{Store: f.st, Lease: func(context.Context, string) (store.Lease, error) { return f.l, nil }}
-	f.page(t, storetest.NewLedger(t, through, prefix(evs, through)...), 0)
+	if through > 0 {
+		if _, err := f.rec.ApplyPage(ctxb, f.l, f.run, storetest.NewLedger(t, through, prefix(evs, through)...).Page(0, 1000)); err != nil {
+			t.Fatalf("page through %d: %v", through, err)
+		}
+	}
 	return f
 }
 
@@ -78,11 +90,17 @@ func prefix(evs []wire.Event, through int64) []wire.Event {
 	return out
 }
 
-func (f fx) page(t *testing.T, src *storetest.Ledger, after int64) {
+// nextPage applies the source's page after `after` as the recovery worker.
+func (f fx) nextPage(t *testing.T, after int64) error {
 	t.Helper()
-	if _, err := f.st.ApplyPage(ctxb, f.l, f.run, src.Page(after, 1000)); err != nil {
-		t.Fatalf("page after %d: %v", after, err)
-	}
+	_, err := f.rec.ApplyPage(ctxb, f.l, f.run, f.src.Page(after, 1000))
+	return err
+}
+
+// plan is the real planner's plan of the database as it is now.
+func (f fx) plan(t *testing.T) *recon.Plan {
+	t.Helper()
+	return planOf(t, readSnapshot(t, f.admin, "s", f.src, time.Now()))
 }
 
 func (f fx) exec(t *testing.T, sql string, args ...any) {
@@ -92,16 +110,22 @@ func (f fx) exec(t *testing.T, sql string, args ...any) {
 	}
 }
 
-// dump is every row of every table a handler may touch, full rows.
-func (f fx) dump(t *testing.T) string {
+// dumpTables is every table a handler may touch.
+var dumpTables = []string{"trades", "orders", "order_events", "positions", "projection_catchup_basis", "projection_catchup_cursor",
+	"projection_catchup_lease", "projection_catchup_outbox", "projection_trade_quarantine", "projection_position_quarantine"}
+
+// dump is every row of every table a handler may touch, full rows as
+// PostgreSQL renders them (numeric scale included), sorted. exact=false
+// leaves out positions.updated_at: Before (recon's positionBefore) does not
+// carry it, so a revert that writes a position from Before restores every
+// value it carries and stamps updated_at anew.
+func (f fx) dump(t *testing.T, exact bool) string {
 	t.Helper()
 	var out string
-	for _, tbl := range []string{"trades", "orders", "order_events", "positions", "projection_catchup_basis", "projection_trade_quarantine", "projection_position_quarantine", "projection_catchup_lease"} {
+	for _, tbl := range dumpTables {
 		var v string
 		from := pgx.Identifier{tbl}.Sanitize()
-		if tbl == "positions" {
-			// updated_at is a clock field (recon.ClockFields): a revert of a
-			// position restores every value of Before and restamps it.
+		if tbl == "positions" && !exact {
 			from = `(SELECT scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost FROM positions)`
 		}
 		if err := f.admin.QueryRow(ctxb, `SELECT coalesce(string_agg(x::text, '|' ORDER BY x::text), '') FROM `+from+` x`).Scan(&v); err != nil {
@@ -112,11 +136,12 @@ func (f fx) dump(t *testing.T) string {
 	return out
 }
 
-func (f fx) position(t *testing.T, acct, instr string) recon.Fields {
+// read reads one record with a handler's reader, as the admin.
+func (f fx) read(t *testing.T, fn func(tx pgx.Tx) (recon.Fields, error)) recon.Fields {
 	t.Helper()
 	var out recon.Fields
 	if err := pgx.BeginFunc(ctxb, f.admin, func(tx pgx.Tx) (err error) {
-		out, err = positionFields(ctxb, tx, "s", acct, instr)
+		out, err = fn(tx)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -124,127 +149,103 @@ func (f fx) position(t *testing.T, acct, instr string) recon.Fields {
 	return out
 }
 
-var ledger = []wire.Event{
-	storetest.Opening(1, "A", "ACME", "10", "90"),
-	storetest.Trade(2, 1, "t1", "ACME", "100", "5", "A", "B"),
-	storetest.Trade(3, 2, "t2", "ACME", "110", "3", "B", "A"),
-	storetest.Trade(4, 3, "t3", "ACME", "120", "2", "A", "B"),
+func (f fx) position(t *testing.T, acct, instr string) recon.Fields {
+	t.Helper()
+	return f.read(t, func(tx pgx.Tx) (recon.Fields, error) { return positionFields(ctxb, tx, "s", acct, instr) })
 }
 
-// checkApplyRevert runs the handler contract on one action: apply → the
-// dump changes; re-apply → no-op; revert → the exact Before dump; a second
-// revert → no-op.
-func checkApplyRevert(t *testing.T, f fx, a recon.Action, check func()) {
+func (f fx) trade(t *testing.T, table, id string) recon.Fields {
+	t.Helper()
+	return f.read(t, func(tx pgx.Tx) (recon.Fields, error) { return tradeFields(ctxb, tx, table, "s", id) })
+}
+
+// contract is the handler contract of one action, checked on real rows:
+//
+//   - move (optional): another writer moves the record after the dry run;
+//     Apply refuses with ErrRecordMoved and writes nothing; unmove puts it back;
+//   - Apply writes (the dump changes) and then check() holds (row == After);
+//   - a second Apply is a no-op;
+//   - Revert (reversible kinds) restores the dump before Apply (exact: full
+//     rows; see dump for the one column Before does not carry), and a second
+//     Revert is a no-op; an irreversible kind cannot revert.
+//
+// It leaves the action applied.
+type contract struct {
+	exact        bool
+	move, unmove string
+	check        func()
+}
+
+func (c contract) run(t *testing.T, f fx, a recon.Action) {
 	t.Helper()
 	hd := f.h.Registry()[a.Kind]
-	before := f.dump(t)
+	before := f.dump(t, c.exact)
+	if c.move != "" {
+		f.exec(t, c.move)
+		moved := f.dump(t, true)
+		if err := hd.Apply(ctxb, a); !errors.Is(err, ErrRecordMoved) {
+			t.Fatalf("apply over a moved record: want ErrRecordMoved, got %v", err)
+		}
+		if got := f.dump(t, true); got != moved {
+			t.Fatalf("a refused apply wrote:\n%s\nwant\n%s", got, moved)
+		}
+		f.exec(t, c.unmove)
+		if got := f.dump(t, c.exact); got != before {
+			t.Fatalf("unmove did not restore the state:\n%s\nwant\n%s", got, before)
+		}
+	}
 	if err := hd.Apply(ctxb, a); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
-	applied := f.dump(t)
-	if applied == before {
+	applied := f.dump(t, true)
+	if f.dump(t, c.exact) == before {
 		t.Fatal("apply wrote nothing")
 	}
-	check()
+	if c.check != nil {
+		c.check()
+	}
 	if err := hd.Apply(ctxb, a); err != nil {
 		t.Fatalf("re-apply: %v", err)
 	}
-	if got := f.dump(t); got != applied {
+	if got := f.dump(t, true); got != applied {
 		t.Fatalf("re-apply wrote:\n%s\nwant\n%s", got, applied)
+	}
+	if !a.Reversible {
+		if r, ok := hd.(recon.Reverter); !ok || r.CanRevert() {
+			t.Fatalf("%s is irreversible but its handler can revert", a.Kind)
+		}
+		if err := hd.Revert(ctxb, a); !errors.Is(err, recon.ErrNoRevert) {
+			t.Fatalf("revert of an irreversible action: %v", err)
+		}
+		if got := f.dump(t, true); got != applied {
+			t.Fatal("a refused revert wrote")
+		}
+		return
 	}
 	if err := hd.Revert(ctxb, a); err != nil {
 		t.Fatalf("revert: %v", err)
 	}
-	if got := f.dump(t); got != before {
+	if got := f.dump(t, c.exact); got != before {
 		t.Fatalf("revert is not exact:\n%s\nwant\n%s", got, before)
 	}
 	if err := hd.Revert(ctxb, a); err != nil {
 		t.Fatalf("second revert: %v", err)
 	}
+	if got := f.dump(t, c.exact); got != before {
+		t.Fatalf("second revert wrote:\n%s\nwant\n%s", got, before)
+	}
+	if err := hd.Apply(ctxb, a); err != nil {
+		t.Fatalf("apply after revert: %v", err)
+	}
 }
 
-// rederive_position: a corrupted balance is re-derived to After, the basis is
-// rebased through the cursor, the next page touching the key succeeds and
-// every position equals the independent replay; revert is exact; a row that
-// moved after the dry run is refused with nothing written.
-func TestHandlers_RederivePosition(t *testing.T) {
-	t.Parallel()
-	f := newFx(t, ledger, 3)
-	good := f.position(t, "A", "ACME")
-	f.exec(t, `UPDATE positions SET quantity = 999, avg_cost = 1 WHERE scope = 's' AND account = 'A'`)
-	f.exec(t, `UPDATE projection_catchup_basis SET quantity = 7 WHERE scope = 's' AND account = 'A'`) // a stale basis too
-	bad := f.position(t, "A", "ACME")
-	a := recon.Action{ID: "rederive_position:A", Kind: recon.ActionRederivePosition, Reversible: true,
-		Target: recon.Fields{"scope": "s", "table": recon.TablePositions, "account": "A", "instrument": "ACME"},
-		Before: bad, After: rowPart(good)}
-
-	moved := a
-	moved.Before = good // the dry run saw another row
-	snap := f.dump(t)
-	if err := f.h.Registry()[a.Kind].Apply(ctxb, moved); !errors.Is(err, ErrRecordMoved) {
-		t.Fatalf("moved row: want ErrRecordMoved, got %v", err)
-	}
-	if f.dump(t) != snap {
-		t.Fatal("a refused apply wrote")
-	}
-	checkApplyRevert(t, f, a, func() {
-		if got := f.position(t, "A", "ACME"); !got.Equal(good) {
-			t.Fatalf("after apply %v, want %v (row and basis)", got, good)
-		}
-	})
-	if err := f.h.Registry()[a.Kind].Apply(ctxb, a); err != nil {
-		t.Fatal(err)
-	}
-	f.page(t, storetest.NewLedger(t, 4, ledger...), 3)
-	storetest.AssertPositions(t, f.admin, "s", ledger)
-}
-
-// adopt_source_opening: a row whose opening lost its provenance adopts the
-// source opening; the next page succeeds and equals the replay.
-func TestHandlers_AdoptSourceOpening(t *testing.T) {
-	t.Parallel()
-	f := newFx(t, ledger, 3)
-	good := f.position(t, "A", "ACME")
-	f.exec(t, `UPDATE positions SET opening_proven = false, opening_seq = NULL WHERE scope = 's' AND account = 'A'`)
-	f.exec(t, `DELETE FROM projection_catchup_basis WHERE scope = 's' AND account = 'A'`)
-	bad := f.position(t, "A", "ACME")
-	a := recon.Action{ID: "adopt_source_opening:A", Kind: recon.ActionAdoptSourceOpening, Reversible: true,
-		Target: recon.Fields{"scope": "s", "table": recon.TablePositions, "account": "A", "instrument": "ACME"},
-		Before: bad, After: rowPart(good)}
-	checkApplyRevert(t, f, a, func() {
-		if got := f.position(t, "A", "ACME"); !got.Equal(good) {
-			t.Fatalf("after apply %v, want %v", got, good)
-		}
-	})
-	if err := f.h.Registry()[a.Kind].Apply(ctxb, a); err != nil {
-		t.Fatal(err)
-	}
-	f.page(t, storetest.NewLedger(t, 4, ledger...), 3)
-	storetest.AssertPositions(t, f.admin, "s", ledger)
-}
-
-// quarantine_trade: an orphan trade (never emitted by the consensus) moves to
-// the quarantine table and back exactly; the next page succeeds and equals
-// the replay of the source.
-func TestHandlers_QuarantineTrade(t *testing.T) {
-	t.Parallel()
-	f := newFx(t, ledger, 3)
-	f.exec(t, `INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts)
-VALUES ('s', 'forged', 99, 3, 'ACME', 1.50, 1, 'x', 'y', 'C', 'D', '2026-03-01 09:30:03.5+00')`)
-	var before recon.Fields
-	if err := pgx.BeginFunc(ctxb, f.admin, func(tx pgx.Tx) (err error) {
-		before, err = tradeFields(ctxb, tx, "trades", "s", "forged")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	a := recon.Action{ID: "quarantine_trade:forged", Kind: recon.ActionQuarantineTrade, Reversible: true,
-		Target: recon.Fields{"scope": "s", "table": recon.TableTrades, "trade_id": "forged"},
-		Before: before, After: recon.Fields{"location": "quarantine"}}
-	checkApplyRevert(t, f, a, func() {})
-	if err := f.h.Registry()[a.Kind].Apply(ctxb, a); err != nil {
-		t.Fatal(err)
-	}
-	f.page(t, storetest.NewLedger(t, 4, ledger...), 3)
-	storetest.AssertPositions(t, f.admin, "s", ledger)
+// ledger: an opening, orders and trades of two accounts on ACME.
+var ledger = []wire.Event{
+	storetest.Opening(1, "A", "ACME", "10", "90"),
+	storetest.Order(2, "o1", 1, "A", "ACME", wire.SideBuy, "100", "5", "5", wire.StatusNew),
+	storetest.Trade(3, 1, "t1", "ACME", "100", "5", "A", "B"),
+	storetest.Order(3, "o1", 2, "A", "ACME", wire.SideBuy, "100", "5", "0", wire.StatusFilled),
+	storetest.Trade(4, 2, "t2", "ACME", "110", "3", "B", "A"),
+	storetest.Trade(5, 3, "t3", "ACME", "120", "2", "A", "B"),
+	storetest.Order(6, "o2", 1, "B", "ACME", wire.SideSell, "130", "4", "4", wire.StatusNew),
 }

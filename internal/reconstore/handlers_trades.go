@@ -79,13 +79,25 @@ func (h *Handlers) quarantineTrade(ctx context.Context, a recon.Action) error {
 			}
 			return moved(a, "Before", cur)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO projection_trade_quarantine (`+tradeCols+`)
+		// The quarantined copy is written once and never updated (no role
+		// has UPDATE on the quarantine tables: it is the evidence of what was
+		// moved out). A copy there already (the trade was quarantined, then
+		// written again by another writer) is kept when it holds Before's
+		// values, and refuses otherwise: a human compares the two copies.
+		ct, err := tx.Exec(ctx, `INSERT INTO projection_trade_quarantine (`+tradeCols+`)
 SELECT `+tradeCols+` FROM trades WHERE scope = $1 AND trade_id = $2
-ON CONFLICT (scope, trade_id) DO UPDATE SET trade_seq = EXCLUDED.trade_seq, seq = EXCLUDED.seq, instrument = EXCLUDED.instrument,
-    price = EXCLUDED.price, quantity = EXCLUDED.quantity, buy_order_id = EXCLUDED.buy_order_id, sell_order_id = EXCLUDED.sell_order_id,
-    buy_account = EXCLUDED.buy_account, sell_account = EXCLUDED.sell_account, ts = EXCLUDED.ts, booking_status = EXCLUDED.booking_status,
-    written_by = EXCLUDED.written_by, quarantined_at = now()`, scope, id); err != nil {
+ON CONFLICT (scope, trade_id) DO NOTHING`, scope, id)
+		if err != nil {
 			return fmt.Errorf("reconstore: quarantine trade %s: %w", id, err)
+		}
+		if ct.RowsAffected() == 0 {
+			q, err := tradeFields(ctx, tx, tradeQuarantine, scope, id)
+			if err != nil {
+				return err
+			}
+			if !q.Equal(a.Before) {
+				return fmt.Errorf("%w: %s: another copy of trade %s is quarantined already (%v); a human compares the two", ErrRecordMoved, a.ID, id, q)
+			}
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM trades WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
 			return fmt.Errorf("reconstore: remove quarantined trade %s: %w", id, err)
