@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -111,13 +112,34 @@ ON CONFLICT `+conflict+` DO UPDATE SET version = EXCLUDED.version, seq = EXCLUDE
 	return nil
 }
 
+// ErrRewind: an apply would replace an order's current row with an older
+// version. The current row only ever moves forward (the live projector's
+// version guard, the page's upsert); nothing was written.
+var ErrRewind = errors.New("reconstore: an order's current row is never rewound to an older version")
+
 // rewriteOrder writes After (the source event's SQL representation) over the
-// row equal to Before. Orders touch no position key: no basis changes.
+// row equal to Before. Orders touch no position key: no basis changes. The
+// current row (orders) never moves to an older version: Before is compared
+// first (a newer version written since the plan refuses as moved), and an
+// action whose After is older than its Before refuses as a rewind.
 func (h *Handlers) rewriteOrder(ctx context.Context, a recon.Action) error {
+	if a.Target["table"] == recon.TableOrders && a.Before != nil && a.After != nil {
+		from, err1 := strconv.ParseInt(a.Before["version"], 10, 64)
+		to, err2 := strconv.ParseInt(a.After["version"], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return fmt.Errorf("reconstore: %s: version: %w", a.ID, err)
+		}
+		if to < from {
+			return fmt.Errorf("%w: %s: version %d over version %d", ErrRewind, a.ID, to, from)
+		}
+	}
 	return h.moveOrder(ctx, a, a.Before, a.After)
 }
 
-// unrewriteOrder writes Before back (deletes the row when Before is absent).
+// unrewriteOrder writes Before back exactly (deletes the row when Before is
+// absent). This is the one move of a current row to an older version: the
+// rollback of a rewound row's repair restores the row as the approver found
+// it, deliberately; the next dry run reports it again (order_never_rewound).
 func (h *Handlers) unrewriteOrder(ctx context.Context, a recon.Action) error {
 	return h.moveOrder(ctx, a, a.After, a.Before)
 }
