@@ -103,8 +103,8 @@ func writeOrder(ctx context.Context, tx pgx.Tx, r orderRef, f recon.Fields) erro
 	_, err = tx.Exec(ctx, `INSERT INTO `+pgx.Identifier{r.table}.Sanitize()+` (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
 VALUES ($1, $2, $3::bigint, $4, $5, $6, $7, $8::numeric, $9::numeric, $10::numeric, $11, $12)
 ON CONFLICT `+conflict+` DO UPDATE SET version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account,
-    instrument = EXCLUDED.instrument, side = EXCLUDED.side, price = EXCLUDED.price, quantity = EXCLUDED.quantity,
-    remaining = EXCLUDED.remaining, status = EXCLUDED.status, ts = EXCLUDED.ts`,
+    instrument = EXCLUDED.instrument, side = EXCLUDED.side, status = EXCLUDED.status, ts = EXCLUDED.ts,
+    `+keepScale(r.table, "price", "quantity", "remaining"),
 		r.scope, r.id, f["version"], seq, f["account"], f["instrument"], f["side"], f["price"], f["quantity"], f["remaining"], f["status"], ts)
 	if err != nil {
 		return fmt.Errorf("reconstore: write %s %s: %w", r.table, r.id, err)

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
@@ -111,6 +112,11 @@ func (h *Handlers) writePosition(ctx context.Context, a recon.Action) error {
 
 // revertPosition writes Before back exactly: the row (deleted when Before
 // has row=absent) and the basis Before recorded (deleted when it had none).
+// Exact in every value Before carries: a numeric column the apply did not
+// change keeps its bytes (keepScale), one it changed comes back as Before's
+// canonical decimal (Before carries values, not numeric scale), and
+// updated_at, which Before does not carry, is stamped anew. drop_position's
+// revert is byte-exact instead: it moves the quarantined row itself back.
 func (h *Handlers) revertPosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
 	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
@@ -148,7 +154,7 @@ func restorePosition(ctx context.Context, tx pgx.Tx, scope, acct, instr string, 
 	_, err := tx.Exec(ctx, `
 INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)
 VALUES ($1, $2, $3, $4::bigint, $5::numeric, $6::numeric)
-ON CONFLICT (scope, account, instrument) DO UPDATE SET basis_seq = EXCLUDED.basis_seq, quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost`,
+ON CONFLICT (scope, account, instrument) DO UPDATE SET basis_seq = EXCLUDED.basis_seq, `+keepScale("projection_catchup_basis", "quantity", "avg_cost"),
 		scope, acct, instr, f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"])
 	if err != nil {
 		return fmt.Errorf("reconstore: restore basis %s/%s: %w", acct, instr, err)
@@ -165,9 +171,8 @@ func upsertPosition(ctx context.Context, tx pgx.Tx, scope string, f recon.Fields
 INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
 VALUES ($1, $2, $3, $4::numeric, $5::numeric, $6::boolean, $7, $8::numeric, $9::numeric, clock_timestamp())
 ON CONFLICT (scope, account, instrument) DO UPDATE SET
-    opening_quantity = EXCLUDED.opening_quantity, opening_avg_cost = EXCLUDED.opening_avg_cost,
-    opening_proven = EXCLUDED.opening_proven, opening_seq = EXCLUDED.opening_seq,
-    quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost, updated_at = EXCLUDED.updated_at`,
+    opening_proven = EXCLUDED.opening_proven, opening_seq = EXCLUDED.opening_seq, updated_at = EXCLUDED.updated_at,
+    `+keepScale("positions", "opening_quantity", "opening_avg_cost", "quantity", "avg_cost"),
 		scope, f["account"], f["instrument"], f["opening_quantity"], f["opening_avg_cost"], f["opening_proven"], oseq, f["quantity"], f["avg_cost"])
 	if err != nil {
 		return fmt.Errorf("reconstore: write position %s/%s: %w", f["account"], f["instrument"], err)
@@ -239,7 +244,7 @@ func rebaseKey(ctx context.Context, tx pgx.Tx, scope, acct, instr string, after 
 		_, err = tx.Exec(ctx, `
 INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)
 VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (scope, account, instrument) DO UPDATE SET basis_seq = EXCLUDED.basis_seq, quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost`,
+ON CONFLICT (scope, account, instrument) DO UPDATE SET basis_seq = EXCLUDED.basis_seq, `+keepScale("projection_catchup_basis", "quantity", "avg_cost"),
 			scope, acct, instr, v, atV.Quantity, atV.AvgCost)
 	}
 	if err != nil {
@@ -307,19 +312,28 @@ func (h *Handlers) dropPosition(ctx context.Context, a recon.Action) error {
 		case !cur.Equal(a.Before):
 			return moved(a, "Before", cur)
 		}
-		if _, err := tx.Exec(ctx, `
+		// Written once, never updated (see quarantineTrade): a copy there
+		// already is kept when it holds Before's values, else refused.
+		ct, err := tx.Exec(ctx, `
 INSERT INTO projection_position_quarantine (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq,
     quantity, avg_cost, updated_at, basis_seq, basis_quantity, basis_avg_cost)
 SELECT p.scope, p.account, p.instrument, p.opening_quantity, p.opening_avg_cost, p.opening_proven, p.opening_seq,
        p.quantity, p.avg_cost, p.updated_at, b.basis_seq, b.quantity, b.avg_cost
   FROM positions p LEFT JOIN projection_catchup_basis b ON b.scope = p.scope AND b.account = p.account AND b.instrument = p.instrument
  WHERE p.scope = $1 AND p.account = $2 AND p.instrument = $3
-ON CONFLICT (scope, account, instrument) DO UPDATE SET
-    opening_quantity = EXCLUDED.opening_quantity, opening_avg_cost = EXCLUDED.opening_avg_cost, opening_proven = EXCLUDED.opening_proven,
-    opening_seq = EXCLUDED.opening_seq, quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost, updated_at = EXCLUDED.updated_at,
-    basis_seq = EXCLUDED.basis_seq, basis_quantity = EXCLUDED.basis_quantity, basis_avg_cost = EXCLUDED.basis_avg_cost,
-    quarantined_at = now()`, scope, acct, instr); err != nil {
+ON CONFLICT (scope, account, instrument) DO NOTHING`, scope, acct, instr)
+		if err != nil {
 			return fmt.Errorf("reconstore: quarantine position %s/%s: %w", acct, instr, err)
+		}
+		if ct.RowsAffected() == 0 {
+			q, err := quarantinedPosition(ctx, tx, scope, acct, instr)
+			if err != nil {
+				return err
+			}
+			if !q.Equal(a.Before) {
+				return fmt.Errorf("%w: %s: another copy of position %s/%s is quarantined already (%v); a human compares the two",
+					ErrRecordMoved, a.ID, acct, instr, q)
+			}
 		}
 		return restorePosition(ctx, tx, scope, acct, instr, nil)
 	})
@@ -369,4 +383,47 @@ SELECT scope, account, instrument, basis_seq, basis_quantity, basis_avg_cost
 		}
 		return nil
 	})
+}
+
+// quarantinedPosition reads the key's quarantined copy in the spelling of
+// positionFields (nil: none).
+func quarantinedPosition(ctx context.Context, tx pgx.Tx, scope, acct, instr string) (recon.Fields, error) {
+	var q, a, oq, oa decimal.Decimal
+	var proven bool
+	var oseq, bseq *int64
+	var bq, ba decimal.NullDecimal
+	err := tx.QueryRow(ctx, `SELECT quantity, avg_cost, opening_quantity, opening_avg_cost, opening_proven, opening_seq, basis_seq, basis_quantity, basis_avg_cost
+  FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr).
+		Scan(&q, &a, &oq, &oa, &proven, &oseq, &bseq, &bq, &ba)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reconstore: read quarantined position %s/%s: %w", acct, instr, err)
+	}
+	f := recon.Fields{"account": acct, "instrument": instr, "quantity": q.String(), "avg_cost": a.String(),
+		"opening_quantity": oq.String(), "opening_avg_cost": oa.String(), "opening_proven": fmt.Sprint(proven), "opening_seq": fieldSeq(oseq)}
+	if bseq != nil {
+		f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"] = fieldSeq(bseq), bq.Decimal.String(), ba.Decimal.String()
+	}
+	return f, nil
+}
+
+// keepScale is the SET list of an upsert that writes each numeric column
+// only when its VALUE changes: numeric keeps the scale it was written with
+// (100.000000000000 and 100 are equal and print differently), and Fields
+// carry canonical decimals, so rewriting an equal value would change the
+// row's bytes for nothing. With it, a column a repair does not change keeps
+// its exact bytes through apply and revert; one it changes is written with
+// the canonical decimal of After (apply) or Before (revert). Column names
+// are constants of this package, never input.
+func keepScale(table string, cols ...string) string {
+	var b strings.Builder
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%[2]s = CASE WHEN %[1]s.%[2]s = EXCLUDED.%[2]s THEN %[1]s.%[2]s ELSE EXCLUDED.%[2]s END", table, c)
+	}
+	return b.String()
 }

@@ -118,7 +118,10 @@ var dumpTables = []string{"trades", "orders", "order_events", "positions", "proj
 // PostgreSQL renders them (numeric scale included), sorted. exact=false
 // leaves out positions.updated_at: Before (recon's positionBefore) does not
 // carry it, so a revert that writes a position from Before restores every
-// value it carries and stamps updated_at anew.
+// value it carries and stamps updated_at anew. The numeric scale is in
+// every dump: a column a repair leaves unchanged keeps its bytes (keepScale),
+// and one it changes comes back as Before's canonical decimal, which is the
+// stored spelling of every value these tests corrupt.
 func (f fx) dump(t *testing.T, exact bool) string {
 	t.Helper()
 	var out string
