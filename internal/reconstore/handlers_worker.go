@@ -133,18 +133,20 @@ func (h *Handlers) republish(ctx context.Context, a recon.Action) error {
 			return moved(a, "Before", nil)
 		case o.SentAt != nil:
 			return nil // published meanwhile
-		}
-		if h.DryRun {
-			return nil
-		}
-		if h.Publish == nil {
+		case h.Publish == nil:
 			return errors.New("reconstore: republish: no publisher")
 		}
-		if err := h.Publish(ctx, *o); err != nil {
-			return fmt.Errorf("reconstore: publish %s: %w", o.MsgID, err)
+		// A dry run publishes nothing but runs the stamp (rolled back), so
+		// everything the apply would meet in SQL is met here.
+		if !h.DryRun {
+			if err := h.Publish(ctx, *o); err != nil {
+				return fmt.Errorf("reconstore: publish %s: %w", o.MsgID, err)
+			}
 		}
-		_, err = tx.Exec(ctx, `UPDATE projection_catchup_outbox SET sent_at = clock_timestamp() WHERE id = $1 AND sent_at IS NULL`, o.ID)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE projection_catchup_outbox SET sent_at = clock_timestamp() WHERE id = $1 AND sent_at IS NULL`, o.ID); err != nil {
+			return fmt.Errorf("reconstore: stamp %s sent: %w", o.MsgID, err)
+		}
+		return nil
 	})
 }
 
