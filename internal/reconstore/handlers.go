@@ -41,6 +41,9 @@ var ErrRecordMoved = errors.New("reconstore: record moved since the dry run")
 // lease FOR UPDATE), so a repair never races the recovery worker's pages or
 // the live projector, and a manager that lost the scope can never commit one.
 type Handlers struct {
+	// Store connects as projection_reconciliation (docs/database-role.md):
+	// quarantine_trade, drop_position and several reverts delete projection
+	// rows, which the recovery worker's role projection_recovery may not.
 	Store *store.Store
 	// Lease returns the lease of scope the repair writes under (the caller
 	// acquires it; a lost lease refuses with LEASE_LOST, nothing written).
