@@ -41,6 +41,10 @@ const (
 	RecoveryRole = "projection_recovery"
 	// ReadOnlyRole is the manager's role with auto-recovery off.
 	ReadOnlyRole = "projection_recovery_readonly"
+	// ReconciliationRole applies approved reconciliation repairs: the
+	// runtime role's grants plus DELETE on the projection tables and the
+	// quarantine tables (recovery itself never deletes a projection row).
+	ReconciliationRole = "projection_reconciliation"
 )
 
 // DocDatabase is the database name the statements of docs/database-role.md
@@ -57,6 +61,7 @@ var (
 		"CREATE ROLE projection_recovery_migrator LOGIN;",
 		"CREATE ROLE projection_recovery LOGIN;",
 		"CREATE ROLE projection_recovery_readonly LOGIN;",
+		"CREATE ROLE projection_reconciliation LOGIN;",
 	}
 	// HardeningStatements remove PUBLIC's default database and schema rights
 	// (optional in production, always applied in tests so that nothing the
@@ -73,6 +78,8 @@ var (
 		"GRANT CONNECT ON DATABASE projection TO projection_recovery_readonly;",
 		"GRANT USAGE, CREATE ON SCHEMA public TO projection_recovery_migrator;",
 		"GRANT USAGE ON SCHEMA public TO projection_recovery, projection_recovery_readonly;",
+		"GRANT CONNECT, TEMPORARY ON DATABASE projection TO projection_reconciliation;",
+		"GRANT USAGE ON SCHEMA public TO projection_reconciliation;",
 	}
 	// BaseTableStatements grant on the trade-processor's tables (as their owner).
 	// UPDATE (updated_at) is not for writing: a page re-reads the selected
@@ -85,6 +92,9 @@ var (
 		"GRANT UPDATE (updated_at) ON projection_runs TO projection_recovery;",
 		"GRANT SELECT, INSERT, UPDATE ON trades, orders, order_events, positions TO projection_recovery;",
 		"GRANT SELECT ON projection_runs, trades, orders, order_events, positions TO projection_recovery_readonly;",
+		"GRANT SELECT ON projection_runs TO projection_reconciliation;",
+		"GRANT UPDATE (updated_at) ON projection_runs TO projection_reconciliation;",
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON trades, orders, order_events, positions TO projection_reconciliation;",
 	}
 	// RecoveryTableStatements grant on recovery's own tables (as
 	// projection_recovery_migrator, their owner, after `manager migrate`).
@@ -98,6 +108,11 @@ var (
 		"GRANT SELECT, INSERT, UPDATE ON projection_reconciliation_runs TO projection_recovery;",
 		"GRANT SELECT, INSERT ON projection_reconciliation_journal, projection_reconciliation_audit TO projection_recovery;",
 		"GRANT SELECT ON projection_reconciliation_runs, projection_reconciliation_journal, projection_reconciliation_audit TO projection_recovery_readonly;",
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON projection_catchup_cursor, projection_catchup_lease, projection_catchup_basis, projection_catchup_outbox TO projection_reconciliation;",
+		"GRANT SELECT, INSERT, DELETE ON projection_trade_quarantine, projection_position_quarantine TO projection_reconciliation;",
+		"GRANT SELECT ON projection_recovery_schema_version TO projection_reconciliation;",
+		"GRANT SELECT, INSERT, UPDATE ON projection_reconciliation_runs TO projection_reconciliation;",
+		"GRANT SELECT, INSERT ON projection_reconciliation_journal, projection_reconciliation_audit TO projection_reconciliation;",
 	}
 )
 
@@ -114,6 +129,9 @@ type DB struct {
 	Recovery string
 	// ReadOnly is projection_recovery_readonly: a manager with auto-recovery off.
 	ReadOnly string
+	// Reconciliation is projection_reconciliation: an approved
+	// reconciliation apply (internal/reconstore's handlers).
+	Reconciliation string
 }
 
 // Setup creates a test database's schema the way production gets it. It
@@ -147,7 +165,7 @@ func NewDB(t testing.TB, setup Setup) DB {
 		t.Fatalf("pgtest: parse admin dsn: %v", err)
 	}
 	db.Name = strings.TrimPrefix(u.Path, "/")
-	for role, dst := range map[string]*string{MigratorRole: &db.Migrator, RecoveryRole: &db.Recovery, ReadOnlyRole: &db.ReadOnly} {
+	for role, dst := range map[string]*string{MigratorRole: &db.Migrator, RecoveryRole: &db.Recovery, ReadOnlyRole: &db.ReadOnly, ReconciliationRole: &db.Reconciliation} {
 		if *dst, err = WithUser(admin, role); err != nil {
 			t.Fatalf("pgtest: %v", err)
 		}

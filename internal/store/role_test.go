@@ -67,7 +67,12 @@ func TestRole_RecoveryCannotChangeRuns(t *testing.T) {
 		`DELETE FROM projection_runs`,
 		`DELETE FROM trades`,
 		`DELETE FROM positions`,
+		`DELETE FROM orders`,
+		`DELETE FROM order_events`,
 		`TRUNCATE trades`,
+		// The quarantine tables are reconciliation's (projection_reconciliation).
+		`SELECT * FROM projection_trade_quarantine`,
+		`DELETE FROM projection_position_quarantine`,
 		`CREATE TABLE projection_catchup_extra (x int)`,
 		`DROP TABLE projection_catchup_cursor`,
 		`DELETE FROM ` + VersionTable,
@@ -162,6 +167,93 @@ func TestRole_EnsureSchemaApplyWithoutCreateRefuses(t *testing.T) {
 			if rows != "" && versionRows(t, s) != rows {
 				t.Fatalf("version rows changed: %q -> %q", rows, versionRows(t, s))
 			}
+		})
+	}
+}
+
+// The reconciliation role (docs/database-role.md, "Why reconciliation
+// repairs have a role of their own") holds exactly projection_recovery's
+// grants plus DELETE on the four projection tables and SELECT, INSERT,
+// DELETE on the quarantine tables: it can remove projection rows and move
+// them through the quarantine tables, and it still cannot change a run,
+// rewrite a quarantined copy, truncate or change the schema.
+func TestRole_ReconciliationDeletesButCannotChangeRuns(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t, schemaSetup)
+	rec := New(pgtest.Pool(t, db.Reconciliation))
+	admin := pgtest.Pool(t, db.Admin)
+
+	// Exactly the runtime role's table privileges plus the documented extras.
+	extra := map[string]bool{
+		"trades DELETE": true, "orders DELETE": true, "order_events DELETE": true, "positions DELETE": true,
+		"projection_trade_quarantine SELECT": true, "projection_trade_quarantine INSERT": true, "projection_trade_quarantine DELETE": true,
+		"projection_position_quarantine SELECT": true, "projection_position_quarantine INSERT": true, "projection_position_quarantine DELETE": true,
+	}
+	tables := []string{"projection_runs", "trades", "orders", "order_events", "positions", "projection_catchup_cursor",
+		"projection_catchup_lease", "projection_catchup_basis", "projection_catchup_outbox", "projection_trade_quarantine",
+		"projection_position_quarantine", VersionTable}
+	for _, tbl := range tables {
+		for _, priv := range []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"} {
+			var recovery, reconciliation bool
+			if err := admin.QueryRow(ctxb, `SELECT has_table_privilege($1, $3, $4), has_table_privilege($2, $3, $4)`,
+				pgtest.RecoveryRole, pgtest.ReconciliationRole, tbl, priv).Scan(&recovery, &reconciliation); err != nil {
+				t.Fatal(err)
+			}
+			if want := recovery || extra[tbl+" "+priv]; reconciliation != want {
+				t.Errorf("%s on %s: reconciliation has it %v, want %v (recovery %v)", priv, tbl, reconciliation, want, recovery)
+			}
+		}
+	}
+	var col bool
+	if err := admin.QueryRow(ctxb, `SELECT has_column_privilege($1, 'projection_runs', 'updated_at', 'UPDATE')`, pgtest.ReconciliationRole).Scan(&col); err != nil || !col {
+		t.Fatalf("UPDATE (updated_at) on projection_runs (the page's run lock): %v %v", col, err)
+	}
+
+	if _, err := admin.Exec(ctxb, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
+VALUES ('s', 1, true, true, 'ACTIVE', $1, 1)`, testDescriptor); err != nil {
+		t.Fatal(err)
+	}
+	seed := []string{
+		`INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts) VALUES ('s', 'x', 1, 1, 'I', 1, 1, 'b', 's', 'A', 'B', now())`,
+		`INSERT INTO orders (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts) VALUES ('s', 'o', 1, 1, 'A', 'I', 'BUY', 1, 1, 1, 'OPEN', now())`,
+		`INSERT INTO order_events (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts) VALUES ('s', 'o', 1, 1, 'A', 'I', 'BUY', 1, 1, 1, 'OPEN', now())`,
+		`INSERT INTO positions (scope, account, instrument, opening_proven, quantity, avg_cost) VALUES ('s', 'A', 'I', true, 1, 1)`,
+	}
+	for _, q := range seed {
+		if _, err := admin.Exec(ctxb, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, stmt := range []string{
+		`INSERT INTO projection_trade_quarantine (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, booking_status, written_by)
+SELECT scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, booking_status, written_by FROM trades`,
+		`DELETE FROM trades`,
+		`DELETE FROM projection_trade_quarantine`,
+		`INSERT INTO projection_position_quarantine (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, quantity, avg_cost, updated_at)
+SELECT scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, quantity, avg_cost, updated_at FROM positions`,
+		`DELETE FROM positions`,
+		`DELETE FROM orders`,
+		`DELETE FROM order_events`,
+	} {
+		if _, err := rec.pool.Exec(ctxb, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	for _, stmt := range []string{
+		`UPDATE projection_position_quarantine SET quantity = 0`, // a quarantined copy is evidence: never rewritten
+		`UPDATE projection_runs SET phase = 'SEALED'`,
+		`UPDATE projection_runs SET selected = false`,
+		`UPDATE projection_runs SET frozen_seq = 1`,
+		`INSERT INTO projection_runs (scope, selected, phase, descriptor_hash, protocol_version) VALUES ('t', true, 'ACTIVE', 'd', 1)`,
+		`DELETE FROM projection_runs`,
+		`TRUNCATE trades`,
+		`CREATE TABLE projection_catchup_extra (x int)`,
+		`DROP TABLE projection_trade_quarantine`,
+		`DELETE FROM ` + VersionTable,
+	} {
+		t.Run(stmt, func(t *testing.T) {
+			_, err := rec.pool.Exec(ctxb, stmt)
+			wantDenied(t, err)
 		})
 	}
 }

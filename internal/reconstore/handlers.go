@@ -1,0 +1,142 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package reconstore is the PostgreSQL-backed half of reconciliation: the
+// repair handlers (handlers*.go) that internal/recon's Workflow calls.
+package reconstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store"
+)
+
+// ErrRecordMoved: the record is neither Before (Apply) / After (Revert) nor
+// already at the target state: another writer moved it after the dry run.
+// Nothing was written; re-run the dry run.
+var ErrRecordMoved = errors.New("reconstore: record moved since the dry run")
+
+// Handlers writes repairs of one database. Every write runs inside
+// store.WithScopeWrite (the projection write lock, then the scope's fenced
+// lease FOR UPDATE), so a repair never races the recovery worker's pages or
+// the live projector, and a manager that lost the scope can never commit one.
+type Handlers struct {
+	// Store connects as projection_reconciliation (docs/database-role.md):
+	// quarantine_trade, drop_position and several reverts delete projection
+	// rows, which the recovery worker's role projection_recovery may not.
+	Store *store.Store
+	// Lease returns the lease of scope the repair writes under (the caller
+	// acquires it; a lost lease refuses with LEASE_LOST, nothing written).
+	Lease func(ctx context.Context, scope string) (store.Lease, error)
+	// TriggerCycle asks the controller to run one recovery cycle of scope
+	// (trigger_cycle). nil: trigger_cycle fails.
+	TriggerCycle func(ctx context.Context, scope string) error
+	// Publish sends one outbox row with its msg id as Nats-Msg-Id
+	// (republish). nil: republish fails.
+	Publish func(ctx context.Context, row recon.OutboxRow) error
+	// DryRun runs every handler in a transaction that is rolled back
+	// (store.DryRunScopeWrite): a plan that would fail is known before
+	// approval, and nothing is written. Hooks (TriggerCycle, Publish) are
+	// not called in a dry run.
+	DryRun bool
+}
+
+// Registry returns one handler per action kind with a real write.
+func (h *Handlers) Registry() recon.Handlers {
+	return recon.Handlers{
+		recon.ActionQuarantineTrade:     recon.HandlerFuncs{ApplyFunc: h.quarantineTrade, RevertFunc: h.unquarantineTrade},
+		recon.ActionRestoreTrade:        recon.HandlerFuncs{ApplyFunc: h.restoreTrade, RevertFunc: h.unrestoreTrade},
+		recon.ActionRewriteOrderVersion: recon.HandlerFuncs{ApplyFunc: h.rewriteOrder, RevertFunc: h.unrewriteOrder},
+		recon.ActionAdoptSourceOpening:  recon.HandlerFuncs{ApplyFunc: h.writePosition, RevertFunc: h.revertPosition},
+		recon.ActionRederivePosition:    recon.HandlerFuncs{ApplyFunc: h.writePosition, RevertFunc: h.revertPosition},
+		recon.ActionDropPosition:        recon.HandlerFuncs{ApplyFunc: h.dropPosition, RevertFunc: h.undropPosition},
+		recon.ActionReleaseLease:        recon.HandlerFuncs{ApplyFunc: h.releaseLease},
+		recon.ActionTriggerCycle:        recon.HandlerFuncs{ApplyFunc: h.triggerCycle, RevertFunc: func(context.Context, recon.Action) error { return nil }},
+		recon.ActionRepublish:           recon.HandlerFuncs{ApplyFunc: h.republish},
+		recon.ActionCollapse:            recon.HandlerFuncs{ApplyFunc: h.collapse},
+	}
+}
+
+// write runs fn as one fenced repair transaction of the action's scope.
+func (h *Handlers) write(ctx context.Context, a recon.Action, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	scope := a.Target["scope"]
+	if scope == "" {
+		return fmt.Errorf("reconstore: action %s has no scope in its target", a.ID)
+	}
+	if h.Lease == nil {
+		return errors.New("reconstore: no lease source")
+	}
+	l, err := h.Lease(ctx, scope)
+	if err != nil {
+		return fmt.Errorf("reconstore: lease of %q for %s: %w", scope, a.ID, err)
+	}
+	if h.DryRun {
+		err = h.Store.DryRunScopeWrite(ctx, l, fn)
+	} else {
+		err = h.Store.WithScopeWrite(ctx, l, fn)
+	}
+	if err != nil {
+		return fmt.Errorf("reconstore: %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// moved is the refusal of a compare: what was found instead.
+func moved(a recon.Action, want string, got recon.Fields) error {
+	return fmt.Errorf("%w: %s: want %s, found %v", ErrRecordMoved, a.ID, want, got)
+}
+
+// The Fields spellings of recon (finding.go): decimals canonical, timestamps
+// RFC 3339 with nanoseconds in UTC, absent optional values "".
+
+func fieldTS(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func fieldSeq(p *int64) string {
+	if p == nil {
+		return ""
+	}
+	return strconv.FormatInt(*p, 10)
+}
+
+// seqArg is a Fields seq as a nullable bigint argument.
+func seqArg(s string) (*int64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("reconstore: seq %q: %w", s, err)
+	}
+	return &v, nil
+}
+
+func tsArg(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reconstore: ts %q: %w", s, err)
+	}
+	return t, nil
+}
+
+// pgTime scans a timestamptz.
+type pgTime struct{ t time.Time }

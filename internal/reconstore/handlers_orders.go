@@ -1,0 +1,165 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reconstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+)
+
+// orderRef names the row an order action targets: orders by order_id (the
+// current version), order_events by (order_id, version).
+type orderRef struct {
+	table, scope, id, version string
+}
+
+func orderRefOf(a recon.Action) (orderRef, error) {
+	r := orderRef{table: a.Target["table"], scope: a.Target["scope"], id: a.Target["order_id"], version: a.Target["version"]}
+	switch {
+	case r.table == recon.TableOrders:
+	case r.table == recon.TableOrderEvents && r.version != "":
+	default:
+		return r, fmt.Errorf("reconstore: %s: target table %q is not orders or order_events with a version", a.ID, r.table)
+	}
+	return r, nil
+}
+
+func (r orderRef) where() (string, []any) {
+	if r.table == recon.TableOrders {
+		return ` WHERE scope = $1 AND order_id = $2`, []any{r.scope, r.id}
+	}
+	return ` WHERE scope = $1 AND order_id = $2 AND version = $3::bigint`, []any{r.scope, r.id, r.version}
+}
+
+// orderFields reads the row in recon's orderRowFields spelling; nil: absent.
+func orderFields(ctx context.Context, tx pgx.Tx, r orderRef) (recon.Fields, error) {
+	where, args := r.where()
+	var ver int64
+	var seq *int64
+	var acct, instr, side, status string
+	var px, qty, rem decimal.Decimal
+	var ts time.Time
+	err := tx.QueryRow(ctx, `SELECT version, seq, account, instrument, side, price, quantity, remaining, status, ts FROM `+
+		pgx.Identifier{r.table}.Sanitize()+where, args...).Scan(&ver, &seq, &acct, &instr, &side, &px, &qty, &rem, &status, &ts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reconstore: read %s %s: %w", r.table, r.id, err)
+	}
+	return recon.Fields{"order_id": r.id, "version": fmt.Sprint(ver), "seq": fieldSeq(seq), "account": acct, "instrument": instr,
+		"side": side, "price": px.String(), "quantity": qty.String(), "remaining": rem.String(), "status": status, "ts": fieldTS(ts)}, nil
+}
+
+// writeOrder makes the row f (nil: deleted). For orders the row is keyed by
+// order_id alone, so f may carry another version (a rewound current row).
+func writeOrder(ctx context.Context, tx pgx.Tx, r orderRef, f recon.Fields) error {
+	if f == nil {
+		where, args := r.where()
+		if _, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{r.table}.Sanitize()+where, args...); err != nil {
+			return fmt.Errorf("reconstore: delete %s %s: %w", r.table, r.id, err)
+		}
+		return nil
+	}
+	if r.table == recon.TableOrderEvents && f["version"] != r.version {
+		return fmt.Errorf("reconstore: order_events %s version %s cannot become version %s", r.id, r.version, f["version"])
+	}
+	seq, err := seqArg(f["seq"])
+	if err != nil {
+		return err
+	}
+	ts, err := tsArg(f["ts"])
+	if err != nil {
+		return err
+	}
+	conflict := `(scope, order_id)`
+	if r.table == recon.TableOrderEvents {
+		conflict = `(scope, order_id, version)`
+	}
+	// An upsert, not DELETE + INSERT: the recovery role has no DELETE on the
+	// trade-processor's tables.
+	_, err = tx.Exec(ctx, `INSERT INTO `+pgx.Identifier{r.table}.Sanitize()+` (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
+VALUES ($1, $2, $3::bigint, $4, $5, $6, $7, $8::numeric, $9::numeric, $10::numeric, $11, $12)
+ON CONFLICT `+conflict+` DO UPDATE SET version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account,
+    instrument = EXCLUDED.instrument, side = EXCLUDED.side, status = EXCLUDED.status, ts = EXCLUDED.ts,
+    `+keepScale(r.table, "price", "quantity", "remaining"),
+		r.scope, r.id, f["version"], seq, f["account"], f["instrument"], f["side"], f["price"], f["quantity"], f["remaining"], f["status"], ts)
+	if err != nil {
+		return fmt.Errorf("reconstore: write %s %s: %w", r.table, r.id, err)
+	}
+	return nil
+}
+
+// ErrRewind: an apply would replace an order's current row with an older
+// version. The current row only ever moves forward (the live projector's
+// version guard, the page's upsert); nothing was written.
+var ErrRewind = errors.New("reconstore: an order's current row is never rewound to an older version")
+
+// rewriteOrder writes After (the source event's SQL representation) over the
+// row equal to Before. Orders touch no position key: no basis changes. The
+// current row (orders) never moves to an older version: Before is compared
+// first (a newer version written since the plan refuses as moved), and an
+// action whose After is older than its Before refuses as a rewind.
+func (h *Handlers) rewriteOrder(ctx context.Context, a recon.Action) error {
+	if a.Target["table"] == recon.TableOrders && a.Before != nil && a.After != nil {
+		from, err1 := strconv.ParseInt(a.Before["version"], 10, 64)
+		to, err2 := strconv.ParseInt(a.After["version"], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return fmt.Errorf("reconstore: %s: version: %w", a.ID, err)
+		}
+		if to < from {
+			return fmt.Errorf("%w: %s: version %d over version %d", ErrRewind, a.ID, to, from)
+		}
+	}
+	return h.moveOrder(ctx, a, a.Before, a.After)
+}
+
+// unrewriteOrder writes Before back exactly (deletes the row when Before is
+// absent). This is the one move of a current row to an older version: the
+// rollback of a rewound row's repair restores the row as the approver found
+// it, deliberately; the next dry run reports it again (order_never_rewound).
+func (h *Handlers) unrewriteOrder(ctx context.Context, a recon.Action) error {
+	return h.moveOrder(ctx, a, a.After, a.Before)
+}
+
+func (h *Handlers) moveOrder(ctx context.Context, a recon.Action, from, to recon.Fields) error {
+	r, err := orderRefOf(a)
+	if err != nil {
+		return err
+	}
+	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := orderFields(ctx, tx, r)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.Equal(to):
+			return nil
+		case !cur.Equal(from):
+			return moved(a, "the state before the move", cur)
+		}
+		return writeOrder(ctx, tx, r, to)
+	})
+}

@@ -1,0 +1,429 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reconstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
+	"github.com/projection-recovery/projection-recovery/internal/position"
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+)
+
+// positionFields reads the key's positions row and basis row in the Fields
+// spelling of recon's positionBefore (nil: neither exists). The caller holds
+// the projection write lock, so no writer moves them until COMMIT.
+func positionFields(ctx context.Context, tx pgx.Tx, scope, acct, instr string) (recon.Fields, error) {
+	f := recon.Fields{}
+	var q, a, oq, oa decimal.Decimal
+	var proven bool
+	var oseq *int64
+	err := tx.QueryRow(ctx, `SELECT quantity, avg_cost, opening_quantity, opening_avg_cost, opening_proven, opening_seq
+  FROM positions WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr).Scan(&q, &a, &oq, &oa, &proven, &oseq)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		f["row"] = "absent"
+	case err != nil:
+		return nil, fmt.Errorf("reconstore: read position %s/%s: %w", acct, instr, err)
+	default:
+		f["account"], f["instrument"] = acct, instr
+		f["quantity"], f["avg_cost"] = q.String(), a.String()
+		f["opening_quantity"], f["opening_avg_cost"] = oq.String(), oa.String()
+		f["opening_proven"], f["opening_seq"] = fmt.Sprint(proven), fieldSeq(oseq)
+	}
+	var bseq int64
+	var bq, ba decimal.Decimal
+	err = tx.QueryRow(ctx, `SELECT basis_seq, quantity, avg_cost FROM projection_catchup_basis WHERE scope = $1 AND account = $2 AND instrument = $3`,
+		scope, acct, instr).Scan(&bseq, &bq, &ba)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if f["row"] == "absent" {
+			return nil, nil
+		}
+	case err != nil:
+		return nil, fmt.Errorf("reconstore: read basis %s/%s: %w", acct, instr, err)
+	default:
+		f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"] = fmt.Sprint(bseq), bq.String(), ba.String()
+	}
+	return f, nil
+}
+
+// rowPart is f without its basis fields (what After describes).
+func rowPart(f recon.Fields) recon.Fields {
+	if f == nil {
+		return nil
+	}
+	r := recon.Fields{}
+	for k, v := range f {
+		if k != "basis_seq" && k != "basis_quantity" && k != "basis_avg_cost" {
+			r[k] = v
+		}
+	}
+	return r
+}
+
+func keyOf(a recon.Action) (scope, acct, instr string) {
+	return a.Target["scope"], a.Target["account"], a.Target["instrument"]
+}
+
+// writePosition applies rederive_position and adopt_source_opening: the row
+// becomes After (quantity and average cost re-derived, the proven source
+// opening), and the key's basis is rewritten to agree with it (see
+// rebaseKey). Before → write; row already After → no-op; else refused.
+func (h *Handlers) writePosition(ctx context.Context, a recon.Action) error {
+	scope, acct, instr := keyOf(a)
+	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := positionFields(ctx, tx, scope, acct, instr)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.Equal(a.Before):
+		case rowPart(cur).Equal(a.After):
+			return nil // applied before (a crash between the write and the journal)
+		default:
+			return moved(a, "Before", cur)
+		}
+		if err := upsertPosition(ctx, tx, scope, a.After); err != nil {
+			return err
+		}
+		return rebaseKey(ctx, tx, scope, acct, instr, a.After)
+	})
+}
+
+// revertPosition writes Before back exactly: the row (deleted when Before
+// has row=absent) and the basis Before recorded (deleted when it had none).
+// Exact in every value Before carries: a numeric column the apply did not
+// change keeps its bytes (keepScale), one it changed comes back as Before's
+// canonical decimal (Before carries values, not numeric scale), and
+// updated_at, which Before does not carry, is stamped anew. drop_position's
+// revert is byte-exact instead: it moves the quarantined row itself back.
+func (h *Handlers) revertPosition(ctx context.Context, a recon.Action) error {
+	scope, acct, instr := keyOf(a)
+	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := positionFields(ctx, tx, scope, acct, instr)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.Equal(a.Before):
+			return nil // never applied, or reverted already
+		case !rowPart(cur).Equal(a.After):
+			return moved(a, "After", cur)
+		}
+		return restorePosition(ctx, tx, scope, acct, instr, a.Before)
+	})
+}
+
+// restorePosition makes the key's row and basis exactly f (positionBefore
+// spelling; nil or row=absent: no row; no basis fields: no basis).
+func restorePosition(ctx context.Context, tx pgx.Tx, scope, acct, instr string, f recon.Fields) error {
+	if f == nil || f["row"] == "absent" {
+		if _, err := tx.Exec(ctx, `DELETE FROM positions WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr); err != nil {
+			return fmt.Errorf("reconstore: delete position %s/%s: %w", acct, instr, err)
+		}
+	} else if err := upsertPosition(ctx, tx, scope, f); err != nil {
+		return err
+	}
+	if f == nil || f["basis_seq"] == "" {
+		_, err := tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr)
+		if err != nil {
+			return fmt.Errorf("reconstore: delete basis %s/%s: %w", acct, instr, err)
+		}
+		return nil
+	}
+	_, err := tx.Exec(ctx, `
+INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)
+VALUES ($1, $2, $3, $4::bigint, $5::numeric, $6::numeric)
+ON CONFLICT (scope, account, instrument) DO UPDATE SET basis_seq = EXCLUDED.basis_seq, `+keepScale("projection_catchup_basis", "quantity", "avg_cost"),
+		scope, acct, instr, f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"])
+	if err != nil {
+		return fmt.Errorf("reconstore: restore basis %s/%s: %w", acct, instr, err)
+	}
+	return nil
+}
+
+func upsertPosition(ctx context.Context, tx pgx.Tx, scope string, f recon.Fields) error {
+	oseq, err := seqArg(f["opening_seq"])
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `
+INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
+VALUES ($1, $2, $3, $4::numeric, $5::numeric, $6::boolean, $7, $8::numeric, $9::numeric, clock_timestamp())
+ON CONFLICT (scope, account, instrument) DO UPDATE SET
+    opening_proven = EXCLUDED.opening_proven, opening_seq = EXCLUDED.opening_seq, updated_at = EXCLUDED.updated_at,
+    `+keepScale("positions", "opening_quantity", "opening_avg_cost", "quantity", "avg_cost"),
+		scope, f["account"], f["instrument"], f["opening_quantity"], f["opening_avg_cost"], f["opening_proven"], oseq, f["quantity"], f["avg_cost"])
+	if err != nil {
+		return fmt.Errorf("reconstore: write position %s/%s: %w", f["account"], f["instrument"], err)
+	}
+	return nil
+}
+
+// rebaseKey keeps the key's derivation basis consistent with the repaired
+// row (internal/store page_derive.go, proveStart). The next page touching the
+// key starts from its basis when there is one and checks
+//
+//	stored quantity == basis quantity + Σ retained BOOKED trades after basis_seq
+//
+// and, without a basis, starts from zero unless the page itself carries the
+// key's opening event (a stored non-zero opening without either refuses).
+// So after a repair the basis must be the authoritative fold THROUGH THE
+// CURSOR'S verified_through_seq V from the repaired opening:
+//
+//   - V == 0 (no verified page yet): no basis; the next page is a genesis
+//     bootstrap, which re-derives every key from its opening anyway;
+//   - the opening's seq > V (not verified yet): no basis, because the page
+//     that carries the opening event then proves the stored opening (a basis
+//     would make that page refuse OPENING_CONFLICT);
+//   - otherwise: basis_seq = V and the fold, from the opening, of the key's
+//     retained BOOKED trades with seq <= V in (seq, trade_seq, leg) order.
+//
+// The fold of ALL retained trades must also reproduce After exactly, else
+// the SQL trades are not the inputs the plan derived from (a trade drift the
+// planner should have blocked, or a trade written since): refused, nothing
+// written. Without this rule a repaired key would either be refused by the
+// next page (UNEXPLAINED_BALANCE against a stale basis) or, worse, be folded
+// from a basis that contradicts the repaired row.
+func rebaseKey(ctx context.Context, tx pgx.Tx, scope, acct, instr string, after recon.Fields) error {
+	open, err := openingOf(after)
+	if err != nil {
+		return err
+	}
+	oseq, err := seqArg(after["opening_seq"])
+	if err != nil {
+		return err
+	}
+	var v int64
+	err = tx.QueryRow(ctx, `SELECT verified_through_seq FROM projection_catchup_cursor WHERE scope = $1`, scope).Scan(&v)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("reconstore: read cursor of %q: %w", scope, err)
+	}
+	fills, err := retainedFills(ctx, tx, scope, acct, instr)
+	if err != nil {
+		return err
+	}
+	final, atV := open, open
+	for _, f := range fills {
+		final = position.Apply(final, f.Quantity, f.Price)
+		if f.Seq <= v {
+			atV = final
+		}
+	}
+	want, err := stateOf(after["quantity"], after["avg_cost"])
+	if err != nil {
+		return err
+	}
+	if !final.Equal(want) {
+		return fmt.Errorf("%w: %s/%s: the retained trades derive %s@%s from the opening, not After %s@%s: fix the key's trades first",
+			ErrRecordMoved, acct, instr, final.Quantity, final.AvgCost, want.Quantity, want.AvgCost)
+	}
+	if v == 0 || (oseq != nil && *oseq > v) {
+		_, err = tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr)
+	} else {
+		_, err = tx.Exec(ctx, `
+INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (scope, account, instrument) DO UPDATE SET basis_seq = EXCLUDED.basis_seq, `+keepScale("projection_catchup_basis", "quantity", "avg_cost"),
+			scope, acct, instr, v, atV.Quantity, atV.AvgCost)
+	}
+	if err != nil {
+		return fmt.Errorf("reconstore: rebase %s/%s: %w", acct, instr, err)
+	}
+	return nil
+}
+
+func stateOf(q, a string) (position.State, error) {
+	dq, err := decimal.NewFromString(q)
+	if err != nil {
+		return position.State{}, fmt.Errorf("reconstore: quantity %q: %w", q, err)
+	}
+	da, err := decimal.NewFromString(a)
+	if err != nil {
+		return position.State{}, fmt.Errorf("reconstore: avg_cost %q: %w", a, err)
+	}
+	return position.State{Quantity: dq, AvgCost: da}, nil
+}
+
+func openingOf(f recon.Fields) (position.State, error) {
+	return stateOf(f["opening_quantity"], f["opening_avg_cost"])
+}
+
+// retainedFills are the key's retained BOOKED trade legs in authoritative
+// order (the same selection as the page's derivation).
+func retainedFills(ctx context.Context, tx pgx.Tx, scope, acct, instr string) ([]position.Fill, error) {
+	rows, err := tx.Query(ctx, `
+SELECT seq, trade_seq, 0, quantity, price FROM trades
+ WHERE scope = $1 AND buy_account = $2 AND instrument = $3 AND seq IS NOT NULL AND booking_status = 'BOOKED'
+UNION ALL
+SELECT seq, trade_seq, 1, -quantity, price FROM trades
+ WHERE scope = $1 AND sell_account = $2 AND instrument = $3 AND seq IS NOT NULL AND booking_status = 'BOOKED'`, scope, acct, instr)
+	if err != nil {
+		return nil, fmt.Errorf("reconstore: read trades of %s/%s: %w", acct, instr, err)
+	}
+	defer rows.Close()
+	var fills []position.Fill
+	for rows.Next() {
+		var f position.Fill
+		if err := rows.Scan(&f.Seq, &f.TradeSeq, &f.Leg, &f.Quantity, &f.Price); err != nil {
+			return nil, fmt.Errorf("reconstore: scan trade of %s/%s: %w", acct, instr, err)
+		}
+		fills = append(fills, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reconstore: read trades of %s/%s: %w", acct, instr, err)
+	}
+	position.Sort(fills)
+	return fills, nil
+}
+
+// dropPosition moves a phantom row (and its basis) into
+// projection_position_quarantine when it still equals Before; absent → no-op.
+func (h *Handlers) dropPosition(ctx context.Context, a recon.Action) error {
+	scope, acct, instr := keyOf(a)
+	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := positionFields(ctx, tx, scope, acct, instr)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur == nil:
+			return nil
+		case !cur.Equal(a.Before):
+			return moved(a, "Before", cur)
+		}
+		// Written once, never updated (see quarantineTrade): a copy there
+		// already is kept when it holds Before's values, else refused.
+		ct, err := tx.Exec(ctx, `
+INSERT INTO projection_position_quarantine (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq,
+    quantity, avg_cost, updated_at, basis_seq, basis_quantity, basis_avg_cost)
+SELECT p.scope, p.account, p.instrument, p.opening_quantity, p.opening_avg_cost, p.opening_proven, p.opening_seq,
+       p.quantity, p.avg_cost, p.updated_at, b.basis_seq, b.quantity, b.avg_cost
+  FROM positions p LEFT JOIN projection_catchup_basis b ON b.scope = p.scope AND b.account = p.account AND b.instrument = p.instrument
+ WHERE p.scope = $1 AND p.account = $2 AND p.instrument = $3
+ON CONFLICT (scope, account, instrument) DO NOTHING`, scope, acct, instr)
+		if err != nil {
+			return fmt.Errorf("reconstore: quarantine position %s/%s: %w", acct, instr, err)
+		}
+		if ct.RowsAffected() == 0 {
+			q, err := quarantinedPosition(ctx, tx, scope, acct, instr)
+			if err != nil {
+				return err
+			}
+			if !q.Equal(a.Before) {
+				return fmt.Errorf("%w: %s: another copy of position %s/%s is quarantined already (%v); a human compares the two",
+					ErrRecordMoved, a.ID, acct, instr, q)
+			}
+		}
+		return restorePosition(ctx, tx, scope, acct, instr, nil)
+	})
+}
+
+// undropPosition re-inserts the quarantined row and basis exactly (numeric
+// scale and updated_at included) when the key is still absent.
+func (h *Handlers) undropPosition(ctx context.Context, a recon.Action) error {
+	scope, acct, instr := keyOf(a)
+	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := positionFields(ctx, tx, scope, acct, instr)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.Equal(a.Before):
+			return nil
+		case cur != nil:
+			return moved(a, "absent", cur)
+		}
+		ct, err := tx.Exec(ctx, `
+INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
+SELECT scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at
+  FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr)
+		if err != nil {
+			return fmt.Errorf("reconstore: restore position %s/%s: %w", acct, instr, err)
+		}
+		if ct.RowsAffected() == 0 {
+			// No quarantined copy (dropped by another path): Before's values.
+			return restorePosition(ctx, tx, scope, acct, instr, a.Before)
+		}
+		if _, err := tx.Exec(ctx, `
+INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)
+SELECT scope, account, instrument, basis_seq, basis_quantity, basis_avg_cost
+  FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3 AND basis_seq IS NOT NULL`, scope, acct, instr); err != nil {
+			return fmt.Errorf("reconstore: restore basis %s/%s: %w", acct, instr, err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr); err != nil {
+			return fmt.Errorf("reconstore: release quarantined position %s/%s: %w", acct, instr, err)
+		}
+		after, err := positionFields(ctx, tx, scope, acct, instr)
+		if err != nil {
+			return err
+		}
+		if !after.Equal(a.Before) {
+			return moved(a, "the quarantined copy to equal Before", after)
+		}
+		return nil
+	})
+}
+
+// quarantinedPosition reads the key's quarantined copy in the spelling of
+// positionFields (nil: none).
+func quarantinedPosition(ctx context.Context, tx pgx.Tx, scope, acct, instr string) (recon.Fields, error) {
+	var q, a, oq, oa decimal.Decimal
+	var proven bool
+	var oseq, bseq *int64
+	var bq, ba decimal.NullDecimal
+	err := tx.QueryRow(ctx, `SELECT quantity, avg_cost, opening_quantity, opening_avg_cost, opening_proven, opening_seq, basis_seq, basis_quantity, basis_avg_cost
+  FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr).
+		Scan(&q, &a, &oq, &oa, &proven, &oseq, &bseq, &bq, &ba)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reconstore: read quarantined position %s/%s: %w", acct, instr, err)
+	}
+	f := recon.Fields{"account": acct, "instrument": instr, "quantity": q.String(), "avg_cost": a.String(),
+		"opening_quantity": oq.String(), "opening_avg_cost": oa.String(), "opening_proven": fmt.Sprint(proven), "opening_seq": fieldSeq(oseq)}
+	if bseq != nil {
+		f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"] = fieldSeq(bseq), bq.Decimal.String(), ba.Decimal.String()
+	}
+	return f, nil
+}
+
+// keepScale is the SET list of an upsert that writes each numeric column
+// only when its VALUE changes: numeric keeps the scale it was written with
+// (100.000000000000 and 100 are equal and print differently), and Fields
+// carry canonical decimals, so rewriting an equal value would change the
+// row's bytes for nothing. With it, a column a repair does not change keeps
+// its exact bytes through apply and revert; one it changes is written with
+// the canonical decimal of After (apply) or Before (revert). Column names
+// are constants of this package, never input.
+func keepScale(table string, cols ...string) string {
+	var b strings.Builder
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%[2]s = CASE WHEN %[1]s.%[2]s = EXCLUDED.%[2]s THEN %[1]s.%[2]s ELSE EXCLUDED.%[2]s END", table, c)
+	}
+	return b.String()
+}

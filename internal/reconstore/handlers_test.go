@@ -1,0 +1,250 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reconstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store"
+	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
+)
+
+type fx struct {
+	admin *pgxpool.Pool
+	rec   *store.Store // projection_recovery: the recovery worker's pages
+	st    *store.Store // projection_reconciliation: the handlers (proves its grants suffice)
+	run   store.Run
+	l     store.Lease
+	h     *Handlers
+	evs   []wire.Event      // the whole source
+	src   *storetest.Ledger // evs, boundary = the last seq
+}
+
+// newFx: a database as production has it, a selected run, the recovery
+// worker's pages of evs applied through `through` (as projection_recovery),
+// and the handlers connected as projection_reconciliation under the same
+// lease. The source the planner reads is all of evs.
+func newFx(t *testing.T, evs []wire.Event, through int64) fx {
+	t.Helper()
+	db := recoverydb.New(t)
+	f := fx{admin: pgtest.Pool(t, db.Admin), rec: store.New(pgtest.Pool(t, db.Recovery)),
+		st: store.New(pgtest.Pool(t, db.Reconciliation)), evs: evs}
+	var last int64
+	for _, e := range evs {
+		last = max(last, e.Seq())
+	}
+	f.src = storetest.NewLedger(t, last, evs...)
+	f.exec(t, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
+VALUES ('s', 1, true, true, 'ACTIVE', $1, 1)`, storetest.Descriptor)
+	var err error
+	if f.run, err = f.rec.SelectedRun(ctxb, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if f.l, err = f.rec.AcquireLease(ctxb, "s", "recon", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	f.h = &Handlers{Store: f.st, Lease: func(context.Context, string) (store.Lease, error) { return f.l, nil }}
+	if through > 0 {
+		if _, err := f.rec.ApplyPage(ctxb, f.l, f.run, storetest.NewLedger(t, through, prefix(evs, through)...).Page(0, 1000)); err != nil {
+			t.Fatalf("page through %d: %v", through, err)
+		}
+	}
+	return f
+}
+
+func prefix(evs []wire.Event, through int64) []wire.Event {
+	var out []wire.Event
+	for _, e := range evs {
+		if e.Seq() <= through {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// nextPage applies the source's page after `after` as the recovery worker.
+func (f fx) nextPage(t *testing.T, after int64) error {
+	t.Helper()
+	_, err := f.rec.ApplyPage(ctxb, f.l, f.run, f.src.Page(after, 1000))
+	return err
+}
+
+// plan is the real planner's plan of the database as it is now.
+func (f fx) plan(t *testing.T) *recon.Plan {
+	t.Helper()
+	return planOf(t, readSnapshot(t, f.admin, "s", f.src, time.Now()))
+}
+
+func (f fx) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := f.admin.Exec(ctxb, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// dumpTables is every table a handler may touch.
+var dumpTables = []string{"trades", "orders", "order_events", "positions", "projection_catchup_basis", "projection_catchup_cursor",
+	"projection_catchup_lease", "projection_catchup_outbox", "projection_trade_quarantine", "projection_position_quarantine"}
+
+// dump is every row of every table a handler may touch, full rows as
+// PostgreSQL renders them (numeric scale included), sorted. exact=false
+// leaves out positions.updated_at: Before (recon's positionBefore) does not
+// carry it, so a revert that writes a position from Before restores every
+// value it carries and stamps updated_at anew. The numeric scale is in
+// every dump: a column a repair leaves unchanged keeps its bytes (keepScale),
+// and one it changes comes back as Before's canonical decimal, which is the
+// stored spelling of every value these tests corrupt.
+func (f fx) dump(t *testing.T, exact bool) string {
+	t.Helper()
+	var out string
+	for _, tbl := range dumpTables {
+		var v string
+		from := pgx.Identifier{tbl}.Sanitize()
+		if tbl == "positions" && !exact {
+			from = `(SELECT scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost FROM positions)`
+		}
+		if err := f.admin.QueryRow(ctxb, `SELECT coalesce(string_agg(x::text, '|' ORDER BY x::text), '') FROM `+from+` x`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		out += tbl + ": " + v + "\n"
+	}
+	return out
+}
+
+// read reads one record with a handler's reader, as the admin.
+func (f fx) read(t *testing.T, fn func(tx pgx.Tx) (recon.Fields, error)) recon.Fields {
+	t.Helper()
+	var out recon.Fields
+	if err := pgx.BeginFunc(ctxb, f.admin, func(tx pgx.Tx) (err error) {
+		out, err = fn(tx)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (f fx) position(t *testing.T, acct, instr string) recon.Fields {
+	t.Helper()
+	return f.read(t, func(tx pgx.Tx) (recon.Fields, error) { return positionFields(ctxb, tx, "s", acct, instr) })
+}
+
+func (f fx) trade(t *testing.T, table, id string) recon.Fields {
+	t.Helper()
+	return f.read(t, func(tx pgx.Tx) (recon.Fields, error) { return tradeFields(ctxb, tx, table, "s", id) })
+}
+
+// contract is the handler contract of one action, checked on real rows:
+//
+//   - move (optional): another writer moves the record after the dry run;
+//     Apply refuses with ErrRecordMoved and writes nothing; unmove puts it back;
+//   - Apply writes (the dump changes) and then check() holds (row == After);
+//   - a second Apply is a no-op;
+//   - Revert (reversible kinds) restores the dump before Apply (exact: full
+//     rows; see dump for the one column Before does not carry), and a second
+//     Revert is a no-op; an irreversible kind cannot revert.
+//
+// It leaves the action applied.
+type contract struct {
+	exact        bool
+	move, unmove string
+	check        func()
+}
+
+func (c contract) run(t *testing.T, f fx, a recon.Action) {
+	t.Helper()
+	hd := f.h.Registry()[a.Kind]
+	before := f.dump(t, c.exact)
+	if c.move != "" {
+		f.exec(t, c.move)
+		moved := f.dump(t, true)
+		if err := hd.Apply(ctxb, a); !errors.Is(err, ErrRecordMoved) {
+			t.Fatalf("apply over a moved record: want ErrRecordMoved, got %v", err)
+		}
+		if got := f.dump(t, true); got != moved {
+			t.Fatalf("a refused apply wrote:\n%s\nwant\n%s", got, moved)
+		}
+		f.exec(t, c.unmove)
+		if got := f.dump(t, c.exact); got != before {
+			t.Fatalf("unmove did not restore the state:\n%s\nwant\n%s", got, before)
+		}
+	}
+	if err := hd.Apply(ctxb, a); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	applied := f.dump(t, true)
+	if f.dump(t, c.exact) == before {
+		t.Fatal("apply wrote nothing")
+	}
+	if c.check != nil {
+		c.check()
+	}
+	if err := hd.Apply(ctxb, a); err != nil {
+		t.Fatalf("re-apply: %v", err)
+	}
+	if got := f.dump(t, true); got != applied {
+		t.Fatalf("re-apply wrote:\n%s\nwant\n%s", got, applied)
+	}
+	if !a.Reversible {
+		if r, ok := hd.(recon.Reverter); !ok || r.CanRevert() {
+			t.Fatalf("%s is irreversible but its handler can revert", a.Kind)
+		}
+		if err := hd.Revert(ctxb, a); !errors.Is(err, recon.ErrNoRevert) {
+			t.Fatalf("revert of an irreversible action: %v", err)
+		}
+		if got := f.dump(t, true); got != applied {
+			t.Fatal("a refused revert wrote")
+		}
+		return
+	}
+	if err := hd.Revert(ctxb, a); err != nil {
+		t.Fatalf("revert: %v", err)
+	}
+	if got := f.dump(t, c.exact); got != before {
+		t.Fatalf("revert is not exact:\n%s\nwant\n%s", got, before)
+	}
+	if err := hd.Revert(ctxb, a); err != nil {
+		t.Fatalf("second revert: %v", err)
+	}
+	if got := f.dump(t, c.exact); got != before {
+		t.Fatalf("second revert wrote:\n%s\nwant\n%s", got, before)
+	}
+	if err := hd.Apply(ctxb, a); err != nil {
+		t.Fatalf("apply after revert: %v", err)
+	}
+}
+
+// ledger: an opening, orders and trades of two accounts on ACME.
+var ledger = []wire.Event{
+	storetest.Opening(1, "A", "ACME", "10", "90"),
+	storetest.Order(2, "o1", 1, "A", "ACME", wire.SideBuy, "100", "5", "5", wire.StatusNew),
+	storetest.Trade(3, 1, "t1", "ACME", "100", "5", "A", "B"),
+	storetest.Order(3, "o1", 2, "A", "ACME", wire.SideBuy, "100", "5", "0", wire.StatusFilled),
+	storetest.Trade(4, 2, "t2", "ACME", "110", "3", "B", "A"),
+	storetest.Trade(5, 3, "t3", "ACME", "120", "2", "A", "B"),
+	storetest.Order(6, "o2", 1, "B", "ACME", wire.SideSell, "130", "4", "4", wire.StatusNew),
+}

@@ -1,0 +1,193 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reconstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+)
+
+// tradeCols are the columns of trades and of projection_trade_quarantine
+// (its mirror), in one order.
+const tradeCols = `scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, booking_status, written_by`
+
+// tradeFields reads one row of table (trades or the quarantine) in recon's
+// tradeRowFields spelling; nil when absent.
+func tradeFields(ctx context.Context, tx pgx.Tx, table, scope, id string) (recon.Fields, error) {
+	var tseq int64
+	var seq *int64
+	var instr, buyO, sellO, buyA, sellA, status, by string
+	var px, qty decimal.Decimal
+	var ts pgTime
+	err := tx.QueryRow(ctx, `SELECT trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, booking_status, written_by
+  FROM `+pgx.Identifier{table}.Sanitize()+` WHERE scope = $1 AND trade_id = $2`, scope, id).
+		Scan(&tseq, &seq, &instr, &px, &qty, &buyO, &sellO, &buyA, &sellA, &ts.t, &status, &by)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reconstore: read %s %s: %w", table, id, err)
+	}
+	return recon.Fields{"trade_id": id, "trade_seq": fmt.Sprint(tseq), "seq": fieldSeq(seq), "instrument": instr,
+		"price": px.String(), "quantity": qty.String(), "buy_order_id": buyO, "sell_order_id": sellO,
+		"buy_account": buyA, "sell_account": sellA, "ts": fieldTS(ts.t), "booking_status": status, "written_by": by}, nil
+}
+
+const tradeQuarantine = "projection_trade_quarantine"
+
+// quarantineTrade moves the trades row equal to Before into
+// projection_trade_quarantine, column for column. Bases are left as they
+// are, on purpose: a basis is the fold of the VERIFIED source through its
+// seq, which a row the consensus never emitted is not part of (a page that
+// saw it in its window would have refused it), so removing it leaves every
+// basis exact; the keys' rows are re-derived by a following plan
+// (rederive_position), which rebases them.
+func (h *Handlers) quarantineTrade(ctx context.Context, a recon.Action) error {
+	scope, id := a.Target["scope"], a.Target["trade_id"]
+	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := tradeFields(ctx, tx, "trades", scope, id)
+		if err != nil {
+			return err
+		}
+		if !cur.Equal(a.Before) {
+			if cur == nil {
+				if q, err := tradeFields(ctx, tx, tradeQuarantine, scope, id); err != nil {
+					return err
+				} else if q.Equal(a.Before) {
+					return nil // quarantined already
+				}
+			}
+			return moved(a, "Before", cur)
+		}
+		// The quarantined copy is written once and never updated (no role
+		// has UPDATE on the quarantine tables: it is the evidence of what was
+		// moved out). A copy there already (the trade was quarantined, then
+		// written again by another writer) is kept when it holds Before's
+		// values, and refuses otherwise: a human compares the two copies.
+		ct, err := tx.Exec(ctx, `INSERT INTO projection_trade_quarantine (`+tradeCols+`)
+SELECT `+tradeCols+` FROM trades WHERE scope = $1 AND trade_id = $2
+ON CONFLICT (scope, trade_id) DO NOTHING`, scope, id)
+		if err != nil {
+			return fmt.Errorf("reconstore: quarantine trade %s: %w", id, err)
+		}
+		if ct.RowsAffected() == 0 {
+			q, err := tradeFields(ctx, tx, tradeQuarantine, scope, id)
+			if err != nil {
+				return err
+			}
+			if !q.Equal(a.Before) {
+				return fmt.Errorf("%w: %s: another copy of trade %s is quarantined already (%v); a human compares the two", ErrRecordMoved, a.ID, id, q)
+			}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM trades WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
+			return fmt.Errorf("reconstore: remove quarantined trade %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// unquarantineTrade moves the row back exactly as it was quarantined.
+func (h *Handlers) unquarantineTrade(ctx context.Context, a recon.Action) error {
+	scope, id := a.Target["scope"], a.Target["trade_id"]
+	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := tradeFields(ctx, tx, "trades", scope, id)
+		if err != nil {
+			return err
+		}
+		q, err := tradeFields(ctx, tx, tradeQuarantine, scope, id)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.Equal(a.Before) && q == nil:
+			return nil // never quarantined, or back already
+		case cur != nil || !q.Equal(a.Before):
+			return moved(a, "quarantined Before", cur)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO trades (`+tradeCols+`) SELECT `+tradeCols+` FROM projection_trade_quarantine WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
+			return fmt.Errorf("reconstore: unquarantine trade %s: %w", id, err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM projection_trade_quarantine WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
+			return fmt.Errorf("reconstore: unquarantine trade %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// restoreTrade inserts the verified source trade (After, its SQL
+// representation) the SQL side lost. Bases stay: the trade is part of the
+// verified fold through its seq (<= the cursor) already, so every basis of
+// its keys includes it; removing or restoring the row changes no fold.
+func (h *Handlers) restoreTrade(ctx context.Context, a recon.Action) error {
+	scope, id := a.Target["scope"], a.Target["trade_id"]
+	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := tradeFields(ctx, tx, "trades", scope, id)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.Equal(a.After):
+			return nil
+		case !cur.Equal(a.Before):
+			return moved(a, "Before", cur)
+		}
+		f := a.After
+		seq, err := seqArg(f["seq"])
+		if err != nil {
+			return err
+		}
+		ts, err := tsArg(f["ts"])
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO trades (`+tradeCols+`)
+VALUES ($1, $2, $3::bigint, $4, $5, $6::numeric, $7::numeric, $8, $9, $10, $11, $12, $13, $14)`,
+			scope, id, f["trade_seq"], seq, f["instrument"], f["price"], f["quantity"], f["buy_order_id"], f["sell_order_id"],
+			f["buy_account"], f["sell_account"], ts, f["booking_status"], f["written_by"])
+		if err != nil {
+			return fmt.Errorf("reconstore: restore trade %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// unrestoreTrade deletes the restored row if it still equals After.
+func (h *Handlers) unrestoreTrade(ctx context.Context, a recon.Action) error {
+	scope, id := a.Target["scope"], a.Target["trade_id"]
+	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := tradeFields(ctx, tx, "trades", scope, id)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.Equal(a.Before):
+			return nil
+		case !cur.Equal(a.After):
+			return moved(a, "After", cur)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM trades WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
+			return fmt.Errorf("reconstore: delete restored trade %s: %w", id, err)
+		}
+		return nil
+	})
+}

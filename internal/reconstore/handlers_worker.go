@@ -1,0 +1,175 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reconstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store"
+)
+
+// releaseLease clears the owner of a lease held past expiry (irreversible).
+// It cannot run under the scope's lease (the dead holder has it), so it takes
+// the projection write lock and the lease row FOR UPDATE itself, and writes
+// only when the row is still Before AND expired by the database clock: an
+// unexpired lease's page may still be running. The fence and expiry stay, so
+// the next owner's AcquireLease increments the fence (FR-APR08); the row is
+// never deleted (that would reset the fence).
+func (h *Handlers) releaseLease(ctx context.Context, a recon.Action) error {
+	scope := a.Target["scope"]
+	fn := func(tx pgx.Tx) error {
+		if err := store.WriteLock(ctx, tx, scope); err != nil {
+			return err
+		}
+		var owner string
+		var fence int64
+		var exp, renewed time.Time
+		var expired bool
+		err := tx.QueryRow(ctx, `SELECT owner, fence, expires_at, renewed_at, expires_at <= clock_timestamp()
+  FROM projection_catchup_lease WHERE scope = $1 FOR UPDATE`, scope).Scan(&owner, &fence, &exp, &renewed, &expired)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return moved(a, "Before", nil)
+		}
+		if err != nil {
+			return fmt.Errorf("reconstore: read lease of %q: %w", scope, err)
+		}
+		cur := recon.Fields{"owner": owner, "fence": strconv.FormatInt(fence, 10), "expires_at": fieldTS(exp), "renewed_at": fieldTS(renewed)}
+		switch {
+		case cur.Equal(a.After):
+			return nil
+		case !cur.Equal(a.Before):
+			return moved(a, "Before", cur)
+		case !expired:
+			return fmt.Errorf("%w: %s: the lease is unexpired until %s", ErrRecordMoved, a.ID, fieldTS(exp))
+		}
+		_, err = tx.Exec(ctx, `UPDATE projection_catchup_lease SET owner = '' WHERE scope = $1 AND owner = $2 AND fence = $3`, scope, owner, fence)
+		if err != nil {
+			return fmt.Errorf("reconstore: release lease of %q: %w", scope, err)
+		}
+		return nil
+	}
+	tx, err := h.Store.Pool().Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("reconstore: %s: begin: %w", a.ID, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if h.DryRun {
+		return nil
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("reconstore: %s: commit: %w", a.ID, err)
+	}
+	return nil
+}
+
+// triggerCycle asks the controller for one recovery cycle of the scope. It
+// writes nothing to SQL (its revert is a no-op): the cycle itself writes,
+// under its own lease, like any other.
+func (h *Handlers) triggerCycle(ctx context.Context, a recon.Action) error {
+	if h.TriggerCycle == nil {
+		return errors.New("reconstore: trigger_cycle: no controller hook")
+	}
+	if h.DryRun {
+		return nil
+	}
+	return h.TriggerCycle(ctx, a.Target["scope"])
+}
+
+// outboxRow reads one outbox row of the scope; nil when absent.
+func outboxRow(ctx context.Context, tx pgx.Tx, scope, id string) (*recon.OutboxRow, error) {
+	var o recon.OutboxRow
+	var q, avg decimal.Decimal
+	err := tx.QueryRow(ctx, `SELECT id, msg_id, account, instrument, quantity, avg_cost, cursor_seq, created_at, sent_at
+  FROM projection_catchup_outbox WHERE scope = $1 AND id = $2::bigint FOR UPDATE`, scope, id).
+		Scan(&o.ID, &o.MsgID, &o.Account, &o.Instrument, &q, &avg, &o.CursorSeq, &o.CreatedAt, &o.SentAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reconstore: read outbox row %s: %w", id, err)
+	}
+	o.Quantity, o.AvgCost = q, avg
+	return &o, nil
+}
+
+// republish publishes an unsent row with its msg id and stamps sent_at
+// (irreversible; consumers deduplicate by msg id). Published while the row
+// is locked: if the stamp is then lost, the row is re-sent under the same
+// msg id, never a different one.
+func (h *Handlers) republish(ctx context.Context, a recon.Action) error {
+	scope, id := a.Target["scope"], a.Target["id"]
+	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		o, err := outboxRow(ctx, tx, scope, id)
+		if err != nil {
+			return err
+		}
+		switch {
+		case o == nil || o.MsgID != a.Before["msg_id"]:
+			return moved(a, "Before", nil)
+		case o.SentAt != nil:
+			return nil // published meanwhile
+		case h.Publish == nil:
+			return errors.New("reconstore: republish: no publisher")
+		}
+		// A dry run publishes nothing but runs the stamp (rolled back), so
+		// everything the apply would meet in SQL is met here.
+		if !h.DryRun {
+			if err := h.Publish(ctx, *o); err != nil {
+				return fmt.Errorf("reconstore: publish %s: %w", o.MsgID, err)
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE projection_catchup_outbox SET sent_at = clock_timestamp() WHERE id = $1 AND sent_at IS NULL`, o.ID); err != nil {
+			return fmt.Errorf("reconstore: stamp %s sent: %w", o.MsgID, err)
+		}
+		return nil
+	})
+}
+
+// collapse deletes an unsent duplicate copy when the kept row still exists
+// (irreversible). Already gone → no-op.
+func (h *Handlers) collapse(ctx context.Context, a recon.Action) error {
+	scope, id := a.Target["scope"], a.Target["id"]
+	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		o, err := outboxRow(ctx, tx, scope, id)
+		if err != nil || o == nil {
+			return err
+		}
+		if o.MsgID != a.Before["msg_id"] || o.SentAt != nil {
+			return moved(a, "an unsent Before", nil)
+		}
+		keep, err := outboxRow(ctx, tx, scope, a.After["collapse_into_id"])
+		if err != nil {
+			return err
+		}
+		if keep == nil {
+			return fmt.Errorf("%w: %s: the kept row %s is gone", ErrRecordMoved, a.ID, a.After["collapse_into_id"])
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM projection_catchup_outbox WHERE id = $1 AND sent_at IS NULL`, o.ID)
+		return err
+	})
+}
