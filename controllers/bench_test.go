@@ -63,7 +63,7 @@ func BenchmarkIdleCurrentScope(b *testing.B) {
 
 	stmts := &statementCounter{}
 	metrics := NewMetrics(prometheus.NewRegistry())
-	r := &ProjectionRecoveryReconciler{Client: k8sClient, APIReader: k8sClient, AutoRecovery: true, Owner: "bench-idle",
+	r := &ProjectionRecoveryReconciler{Client: scopeIndexedClient{k8sClient}, APIReader: k8sClient, AutoRecovery: true, Owner: "bench-idle",
 		Connections: &Connections{Tracer: stmts}, Registry: completeness.NewRegistry(nil), Metrics: metrics}
 	r.Clock = clock.RealClock{}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)}
