@@ -77,6 +77,13 @@ type Outcome struct {
 
 	AuditErrors []string
 	Telemetry   Telemetry
+
+	// Journaled is the number of journal entries the run holds under its
+	// correlation id (positions 1..Journaled). Rollback journals its
+	// reverts after them and advances it: a journal keyed by (correlation
+	// id, position) would refuse a revert entry at a position the apply
+	// used, and the revert, done, would never be journaled.
+	Journaled int
 }
 
 // applyRun carries one apply.
@@ -369,6 +376,7 @@ func (r *applyRun) verify(ctx context.Context) {
 // finish builds and emits the run's one telemetry record.
 func (r *applyRun) finish(ctx context.Context) {
 	o := r.out
+	o.Journaled = r.seq
 	planned := 0
 	if r.plan != nil {
 		planned = len(r.plan.Actions)

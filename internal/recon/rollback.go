@@ -72,6 +72,9 @@ func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (
 	r := &applyRun{w: w, out: &Outcome{Principal: principal}, start: w.now()}
 	if o != nil {
 		r.out.PlanID, r.out.Scope, r.out.CorrelationID = o.PlanID, o.Scope, o.CorrelationID
+		// Journal after the entries the run holds already (an outcome made
+		// by hand, without Journaled, holds one per applied action).
+		r.seq = max(o.Journaled, len(o.Applied))
 	}
 	if !ok || err != nil {
 		if o != nil {
@@ -103,6 +106,7 @@ func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (
 		}
 		ro.RolledBack, ro.RollbackFailed = revertNewestFirst(context.WithoutCancel(hctx), r, reversible)
 		endSession()
+		o.Journaled = r.seq
 	}
 	ro.AuditErrors = r.out.AuditErrors
 	w.Log.Info("reconciliation rollback", "plan", ro.PlanID, "correlationID", ro.CorrelationID,
