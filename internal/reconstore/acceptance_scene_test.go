@@ -73,6 +73,8 @@ type scene struct {
 	wf   *Workflow
 	reg  *prometheus.Registry
 	logs *lines // every line the workflow logged
+
+	dryRuns, applies, rollbacks int // the workflow runs the test made
 }
 
 const (

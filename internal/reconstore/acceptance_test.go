@@ -21,6 +21,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
@@ -182,6 +185,7 @@ func TestAcceptance_BlockedRefusals(t *testing.T) {
 			if d := s.dryRun(); len(d.Report.Findings) != 0 || len(d.Plan.Actions) != 0 || len(d.Plan.Manual) != 0 {
 				t.Fatalf("the repaired, CURRENT scope still drifts:\n%s", strings.Join(findings(d.Report), "\n"))
 			}
+			s.telemetry(b)
 		})
 	}
 }
@@ -190,6 +194,7 @@ func TestAcceptance_BlockedRefusals(t *testing.T) {
 func (s *scene) dryRun() *DryRun {
 	s.t.Helper()
 	d, err := s.wf.DryRun(ctxb, s.scope)
+	s.dryRuns++
 	if err != nil {
 		s.t.Fatalf("dry run: %v", err)
 	}
@@ -256,6 +261,7 @@ func (s *scene) repair(d *DryRun, b breakage, record string) {
 
 	// 5. Rollback of that outcome restores the pre-apply state.
 	ro, err := s.wf.Rollback(ctxb, o, approver)
+	s.rollbacks++
 	if err != nil || len(ro.RolledBack) != 1 || len(ro.RollbackFailed) != 0 || len(ro.Manual) != 0 {
 		s.t.Fatalf("rollback: %v %+v", err, ro)
 	}
@@ -266,7 +272,9 @@ func (s *scene) repair(d *DryRun, b breakage, record string) {
 	d = s.dryRun()
 	s.planned(d, b, record)
 	o = s.apply(d, b)
-	if ro, err := s.wf.RollbackRun(ctxb, o.CorrelationID, approver); err != nil || len(ro.RolledBack) != 1 {
+	ro, err = s.wf.RollbackRun(ctxb, o.CorrelationID, approver)
+	s.rollbacks++
+	if err != nil || len(ro.RolledBack) != 1 {
 		s.t.Fatalf("rollback from the journal: %v %+v", err, ro)
 	}
 	s.restored(pre, b)
@@ -301,6 +309,7 @@ func (s *scene) planned(d *DryRun, b breakage, record string) {
 func (s *scene) apply(d *DryRun, b breakage) *recon.Outcome {
 	s.t.Helper()
 	o, err := s.wf.Apply(ctxb, d.Plan, recon.ApplyOptions{Principal: approver, Confirm: d.Plan.PlanID})
+	s.applies++
 	if err != nil || o.Code != "" || len(o.Applied) != 1 {
 		s.t.Fatalf("apply: %v %+v", err, o)
 	}
@@ -385,3 +394,97 @@ func sorted(s []string) []string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestAcceptance_ApplyWhileTheWorkerHoldsTheLease: the recovery worker is
+// mid-cycle (its lease unexpired): the rehearsal cannot run and says why,
+// and an approved apply refuses with lease_unavailable (transient) after
+// every guard passed, auditing each action as refused and writing nothing,
+// neither projection row nor lease. Once the worker's cycle ends the same
+// plan applies.
+func TestAcceptance_ApplyWhileTheWorkerHoldsTheLease(t *testing.T) {
+	t.Parallel()
+	b := breakages[1] // UNEXPLAINED_BALANCE
+	s := newScene(t, "venue-held", sceneOpts{})
+	record, _ := b.corrupt(s)
+	held, err := s.rec.AcquireLease(ctxb, s.scope, workerOwner, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := func() string {
+		var v string
+		s.one(`SELECT l::text FROM projection_catchup_lease l WHERE scope = $1`, []any{s.scope}, &v)
+		return v
+	}
+	before, beforeLease := s.dump(true), lease()
+
+	d := s.dryRun()
+	s.explains(d, b, record)
+	if d.Rehearsal.Ran || d.Rehearsal.WouldSucceed() || !strings.Contains(d.Rehearsal.Reason, string(codes.LeaseHeld)) {
+		t.Fatalf("rehearsal under the worker's lease: %+v", d.Rehearsal)
+	}
+	o, err := s.wf.Apply(ctxb, d.Plan, recon.ApplyOptions{Principal: approver, Confirm: d.Plan.PlanID})
+	if recon.CodeOf(err) != recon.ResultLeaseUnavailable || o.Code != recon.ResultLeaseUnavailable || codes.Of(err) != codes.LeaseHeld {
+		t.Fatalf("apply under the worker's lease: %v (%s), want %s wrapping %s", err, recon.CodeOf(err), recon.ResultLeaseUnavailable, codes.LeaseHeld)
+	}
+	if !codes.LeaseHeld.Transient() || len(o.Applied) != 0 {
+		t.Fatalf("outcome %+v", o)
+	}
+	if diff := sameDump(s.dump(true), before); len(diff) != 0 || lease() != beforeLease {
+		t.Fatalf("a refused apply wrote: %v (lease %s, was %s)", diff, lease(), beforeLease)
+	}
+	recs, err := s.wf.Audit().Records(ctxb, o.CorrelationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Outcome != recon.AuditRefused || recs[0].Code != recon.ResultLeaseUnavailable {
+		t.Fatalf("audit of the refusal: %+v", recs)
+	}
+	if entries, err := s.wf.Journal().Entries(ctxb, o.CorrelationID); err != nil || len(entries) != 0 {
+		t.Fatalf("journal of a refusal: %v %v", entries, err)
+	}
+
+	// The worker's cycle ends: the same plan applies.
+	if err := s.rec.ReleaseLease(ctxb, held); err != nil {
+		t.Fatal(err)
+	}
+	s.apply(d, b)
+	if pr, err := s.recover(); err != nil || !pr.Current() {
+		t.Fatalf("recovery after the repair: %v %+v", err, pr)
+	}
+	storetest.AssertPositions(t, s.admin, s.scope, s.events)
+}
+
+// telemetry: one record per run, as a log line and in the metrics: every
+// run the test made, its findings by invariant, its actions by outcome.
+func (s *scene) telemetry(b breakage) {
+	s.t.Helper()
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{TelemetryDryRun, s.dryRuns}, {TelemetryRepair, s.applies}, {TelemetryRollback, s.rollbacks}} {
+		if got := s.logs.count(`"msg"="` + c.name + `"`); got != c.n {
+			s.t.Errorf("%d %s log lines, want one per run: %d", got, c.name, c.n)
+		}
+	}
+	tel := s.wf.tel
+	for _, c := range []struct {
+		what string
+		got  float64
+		want int
+	}{
+		{"dry runs ok", testutil.ToFloat64(tel.runs.WithLabelValues(OpDryRun, CodeOK)), s.dryRuns},
+		{"applies ok", testutil.ToFloat64(tel.runs.WithLabelValues(OpApply, CodeOK)), s.applies},
+		{"rollbacks ok", testutil.ToFloat64(tel.runs.WithLabelValues(OpRollback, CodeOK)), s.rollbacks},
+		{"actions applied", testutil.ToFloat64(tel.actions.WithLabelValues(string(b.action), ActionApplied)), s.applies},
+		{"actions rolled back", testutil.ToFloat64(tel.actions.WithLabelValues(string(b.action), ActionRolledBack)), s.rollbacks},
+	} {
+		if int(c.got) != c.want {
+			s.t.Errorf("metric %s = %v, want %d", c.what, c.got, c.want)
+		}
+	}
+	// The broken record was reported by the dry runs before its repair
+	// (manual: before the human's fix), and counted by invariant.
+	if n := testutil.ToFloat64(tel.findings.WithLabelValues(string(b.invariant))); n < 1 {
+		s.t.Errorf("findings of %s counted %v times", b.invariant, n)
+	}
+}
