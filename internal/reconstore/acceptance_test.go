@@ -422,6 +422,11 @@ func TestAcceptance_ApplyWhileTheWorkerHoldsTheLease(t *testing.T) {
 	if d.Rehearsal.Ran || d.Rehearsal.WouldSucceed() || !strings.Contains(d.Rehearsal.Reason, string(codes.LeaseHeld)) {
 		t.Fatalf("rehearsal under the worker's lease: %+v", d.Rehearsal)
 	}
+	// The guards come first: a principal who may not approve learns
+	// nothing about the lease and touches nothing.
+	if _, err := s.wf.Apply(ctxb, d.Plan, recon.ApplyOptions{Principal: "mallory", Confirm: d.Plan.PlanID}); recon.CodeOf(err) != recon.ResultRepairDenied {
+		t.Fatalf("apply by a principal who may not approve: %v", err)
+	}
 	o, err := s.wf.Apply(ctxb, d.Plan, recon.ApplyOptions{Principal: approver, Confirm: d.Plan.PlanID})
 	if recon.CodeOf(err) != recon.ResultLeaseUnavailable || o.Code != recon.ResultLeaseUnavailable || codes.Of(err) != codes.LeaseHeld {
 		t.Fatalf("apply under the worker's lease: %v (%s), want %s wrapping %s", err, recon.CodeOf(err), recon.ResultLeaseUnavailable, codes.LeaseHeld)

@@ -104,6 +104,11 @@ func TestWorkflow_LeaseRenewedAfterHalfItsDuration(t *testing.T) {
 	if taken.owner != RepairOwnerPrefix+"corr-1" || taken.expiredByDatabase {
 		t.Fatalf("lease after Begin: %+v", taken)
 	}
+	// While the repair holds it, the recovery worker cannot take it (its
+	// cycle observes instead): a page and a repair never interleave.
+	if _, err := s.rec.AcquireLease(ctxb, s.scope, workerOwner, time.Minute); codes.Of(err) != codes.LeaseHeld {
+		t.Fatalf("the worker during a repair: %v, want %s", err, codes.LeaseHeld)
+	}
 	clk.now = clk.now.Add(ttl/2 - time.Nanosecond)
 	if l, err := sessionLease(ctx, s.scope); err != nil || l.Fence != taken.fence {
 		t.Fatalf("lease before half its duration: %+v %v", l, err)
