@@ -77,6 +77,13 @@ type Outcome struct {
 
 	AuditErrors []string
 	Telemetry   Telemetry
+
+	// Journaled is the number of journal entries the run holds under its
+	// correlation id (positions 1..Journaled). Rollback journals its
+	// reverts after them and advances it: a journal keyed by (correlation
+	// id, position) would refuse a revert entry at a position the apply
+	// used, and the revert, done, would never be journaled.
+	Journaled int
 }
 
 // applyRun carries one apply.
@@ -93,10 +100,11 @@ type applyRun struct {
 // specification's order, each returning its code with nothing written:
 // repair_denied, confirmation_required, plan_tampered, plan_expired,
 // nothing_selected, blast_radius_exceeded, handler_missing,
-// snapshot_unavailable, plan_stale. Then each selected action in plan order
-// is applied and journaled; on the first failure the journal is reverted
-// newest-first and repair_failed returned. After success a fresh read
-// verifies. The returned Outcome is never nil; the error is an *Error.
+// snapshot_unavailable, plan_stale. Then the run's Session begins
+// (lease_unavailable when it cannot: nothing written), each selected action
+// in plan order is applied and journaled; on the first failure the journal
+// is reverted newest-first and repair_failed returned. After success a fresh
+// read verifies; the session ends last. The returned Outcome is never nil; the error is an *Error.
 func (w *Workflow) Apply(ctx context.Context, plan *Plan, opt ApplyOptions) (*Outcome, error) {
 	start := w.now()
 	out := &Outcome{Principal: opt.Principal, CorrelationID: opt.CorrelationID}
@@ -176,10 +184,17 @@ func (w *Workflow) Apply(ctx context.Context, plan *Plan, opt ApplyOptions) (*Ou
 			return r.refuse(ctx, plan.Actions, fail(ResultPlanStale, nil, "action %s no longer holds on a fresh read: run a new dry run", a.ID))
 		}
 	}
-	for _, s := range skipped {
-		r.audit(ctx, s.action, AuditRefused, "", s.reason)
+	// Every guard passed: take the run's session (the scope's write lease)
+	// before the first handler, hold it through the last revert.
+	hctx, end, err := w.begin(ctx, plan.Scope, out.CorrelationID)
+	if err != nil {
+		return r.refuse(ctx, plan.Actions, fail(ResultLeaseUnavailable, err, "scope %q: the write lease could not be taken: nothing written, retry", plan.Scope))
 	}
-	return r.execute(ctx, selected)
+	defer end()
+	for _, s := range skipped {
+		r.audit(hctx, s.action, AuditRefused, "", s.reason)
+	}
+	return r.execute(hctx, selected)
 }
 
 func (w *Workflow) now() time.Time {
@@ -361,6 +376,7 @@ func (r *applyRun) verify(ctx context.Context) {
 // finish builds and emits the run's one telemetry record.
 func (r *applyRun) finish(ctx context.Context) {
 	o := r.out
+	o.Journaled = r.seq
 	planned := 0
 	if r.plan != nil {
 		planned = len(r.plan.Actions)

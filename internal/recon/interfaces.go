@@ -40,6 +40,10 @@ const (
 	ResultHandlerMissing      ResultCode = "handler_missing"
 	ResultPlanStale           ResultCode = "plan_stale"
 	ResultRepairFailed        ResultCode = "repair_failed"
+	// ResultLeaseUnavailable: every guard passed, but the scope's write lease
+	// could not be taken (the recovery worker or another repair holds it, or
+	// the database refused): transient, nothing written; retry.
+	ResultLeaseUnavailable ResultCode = "lease_unavailable"
 	// ResultCancelled: the context ended before the run did (nothing more written).
 	ResultCancelled ResultCode = "cancelled"
 	// ResultInternal: a misconfigured workflow or a detection bug; nothing written.

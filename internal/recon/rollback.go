@@ -48,7 +48,8 @@ type RollbackOutcome struct {
 // guarded like an apply: the principal must be allowed (repair_denied), the
 // outcome must be a successful apply with applied actions
 // (nothing_selected), and every reversible action needs a revert
-// (handler_missing), all before the first write. A revert that fails is
+// (handler_missing), all before the first write; then the run's Session
+// begins (lease_unavailable when it cannot). A revert that fails is
 // listed in RollbackFailed and the rest continue; the error is then
 // repair_failed.
 func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (*RollbackOutcome, error) {
@@ -71,6 +72,9 @@ func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (
 	r := &applyRun{w: w, out: &Outcome{Principal: principal}, start: w.now()}
 	if o != nil {
 		r.out.PlanID, r.out.Scope, r.out.CorrelationID = o.PlanID, o.Scope, o.CorrelationID
+		// Journal after the entries the run holds already (an outcome made
+		// by hand, without Journaled, holds one per applied action).
+		r.seq = max(o.Journaled, len(o.Applied))
 	}
 	if !ok || err != nil {
 		if o != nil {
@@ -95,7 +99,15 @@ func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (
 		}
 		reversible = append(reversible, a)
 	}
-	ro.RolledBack, ro.RollbackFailed = revertNewestFirst(context.WithoutCancel(ctx), r, reversible)
+	if len(reversible) > 0 {
+		hctx, endSession, err := w.begin(ctx, r.out.Scope, r.out.CorrelationID)
+		if err != nil {
+			return end(fail(ResultLeaseUnavailable, err, "scope %q: the write lease could not be taken: nothing reverted, retry", r.out.Scope))
+		}
+		ro.RolledBack, ro.RollbackFailed = revertNewestFirst(context.WithoutCancel(hctx), r, reversible)
+		endSession()
+		o.Journaled = r.seq
+	}
 	ro.AuditErrors = r.out.AuditErrors
 	w.Log.Info("reconciliation rollback", "plan", ro.PlanID, "correlationID", ro.CorrelationID,
 		"rolledBack", len(ro.RolledBack), "rollbackFailed", len(ro.RollbackFailed), "manual", len(ro.Manual),

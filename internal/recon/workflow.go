@@ -42,7 +42,10 @@ type Workflow struct {
 	Journal    Journal
 	Auditor    Auditor
 	Telemetry  TelemetrySink // optional
-	Runs       RunStore      // optional: dry-run lifecycle persistence
+	// Session brackets the handler calls of each apply and rollback
+	// (optional; see Session).
+	Session Session
+	Runs    RunStore // optional: dry-run lifecycle persistence
 	// Clock is injected: every age check (staleness, plan expiry) uses it.
 	// Pass the same clock to dry runs and applies.
 	Clock      func() time.Time

@@ -1,0 +1,189 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package recon
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+type sessionKey struct{}
+
+// fakeSession records the run's bracket: begin, every handler call (and
+// whether it carried the session's context), end.
+type fakeSession struct {
+	beginErr error
+	events   []string
+	scope    string
+	corr     string
+}
+
+func (s *fakeSession) Begin(ctx context.Context, scope, correlationID string) (context.Context, func(), error) {
+	s.events = append(s.events, "begin")
+	s.scope, s.corr = scope, correlationID
+	if s.beginErr != nil {
+		return nil, nil, s.beginErr
+	}
+	return context.WithValue(ctx, sessionKey{}, "lease"), func() { s.events = append(s.events, "end") }, nil
+}
+
+// sessionHandlers wraps every handler of the rig: each call records whether
+// it ran inside the session.
+func sessionHandlers(r *rig, s *fakeSession) {
+	for k, h := range r.wf.Handlers {
+		h := h
+		mark := func(ctx context.Context, op string) {
+			in := "outside"
+			if ctx.Value(sessionKey{}) == "lease" {
+				in = "inside"
+			}
+			s.events = append(s.events, op+" "+in)
+		}
+		f := HandlerFuncs{ApplyFunc: func(ctx context.Context, a Action) error { mark(ctx, "apply"); return h.Apply(ctx, a) }}
+		if canRevert(h) {
+			f.RevertFunc = func(ctx context.Context, a Action) error { mark(ctx, "revert"); return h.Revert(ctx, a) }
+		}
+		r.wf.Handlers[k] = f
+	}
+}
+
+func eq(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSession_BracketsApplyAndRollback: the session begins once, after every
+// guard, for the plan's scope and the run's correlation id; every handler
+// and revert runs inside it; it ends once, after the last one (success,
+// automatic rollback and Rollback alike).
+func TestSession_BracketsApplyAndRollback(t *testing.T) {
+	t.Run("success then rollback", func(t *testing.T) {
+		r := newRig(drifted())
+		s := &fakeSession{}
+		r.wf.Session = s
+		sessionHandlers(r, s)
+		p := dryRun(t, r)
+		out, err := applyAll(t, r, p, false)
+		if err != nil {
+			t.Fatalf("apply: %v", err)
+		}
+		if want := []string{"begin", "apply inside", "apply inside", "end"}; !eq(s.events, want) {
+			t.Fatalf("apply bracket %v, want %v", s.events, want)
+		}
+		if s.scope != fxScope || s.corr != out.CorrelationID {
+			t.Errorf("session of scope %q corr %q, want %q %q", s.scope, s.corr, fxScope, out.CorrelationID)
+		}
+		s.events = nil
+		if _, err := r.wf.Rollback(context.Background(), out, "ada"); err != nil {
+			t.Fatalf("rollback: %v", err)
+		}
+		if want := []string{"begin", "revert inside", "revert inside", "end"}; !eq(s.events, want) {
+			t.Fatalf("rollback bracket %v, want %v", s.events, want)
+		}
+	})
+	t.Run("failure rolls back inside the session", func(t *testing.T) {
+		r := newRig(drifted())
+		s := &fakeSession{}
+		r.wf.Session = s
+		sessionHandlers(r, s)
+		p := dryRun(t, r)
+		r.handlers.failApply[idRederive] = errors.New("constraint")
+		if _, err := applyAll(t, r, p, false); CodeOf(err) != ResultRepairFailed {
+			t.Fatalf("apply: %v", err)
+		}
+		if want := []string{"begin", "apply inside", "apply inside", "revert inside", "end"}; !eq(s.events, want) {
+			t.Fatalf("bracket %v, want %v", s.events, want)
+		}
+	})
+}
+
+// TestSession_BeginsOnlyAfterEveryGuard: a guard refusal never takes the
+// lease (taking it is a write, and every guard runs before the first write).
+func TestSession_BeginsOnlyAfterEveryGuard(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		prep func(r *rig, p *Plan, o *ApplyOptions)
+	}{
+		{"repair_denied", func(r *rig, p *Plan, o *ApplyOptions) { o.Principal = "mallory" }},
+		{"confirmation_required", func(r *rig, p *Plan, o *ApplyOptions) { o.Confirm = "" }},
+		{"plan_stale", func(r *rig, p *Plan, o *ApplyOptions) { r.world.snap.pos("acc-2", "BTC-USD").AvgCost = d("99") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(drifted())
+			s := &fakeSession{}
+			r.wf.Session = s
+			p := dryRun(t, r)
+			o := ApplyOptions{Principal: "ada", Confirm: p.PlanID}
+			c.prep(r, p, &o)
+			if _, err := r.wf.Apply(context.Background(), p, o); err == nil {
+				t.Fatal("the guard did not refuse")
+			}
+			if len(s.events) != 0 {
+				t.Fatalf("a refused apply touched the session: %v", s.events)
+			}
+		})
+	}
+}
+
+// TestSession_BeginFailsRefusesLeaseUnavailable: the worker holds the lease:
+// lease_unavailable, no handler, no journal, every action audited as
+// refused with the code, one telemetry record; a rollback likewise reverts
+// nothing.
+func TestSession_BeginFailsRefusesLeaseUnavailable(t *testing.T) {
+	r := newRig(drifted())
+	s := &fakeSession{beginErr: errors.New("LEASE_HELD: scope is leased by the worker")}
+	r.wf.Session = s
+	p := dryRun(t, r)
+	out, err := applyAll(t, r, p, false)
+	if CodeOf(err) != ResultLeaseUnavailable || out.Code != ResultLeaseUnavailable {
+		t.Fatalf("code %q, want %q", CodeOf(err), ResultLeaseUnavailable)
+	}
+	if len(r.handlers.calls) != 0 || len(r.journal.entries) != 0 || len(out.Applied) != 0 {
+		t.Fatalf("a refused apply wrote: calls %v journal %d", r.handlers.calls, len(r.journal.entries))
+	}
+	if n := r.audit.outcomes()[AuditRefused]; n != len(p.Actions) || len(r.audit.records) != n {
+		t.Errorf("audit %v, want %d refused", r.audit.outcomes(), len(p.Actions))
+	}
+	if len(r.tel.records) != 1 || r.tel.records[0].Code != ResultLeaseUnavailable {
+		t.Errorf("telemetry %+v", r.tel.records)
+	}
+
+	// Rollback: the refused apply changed nothing, so a new dry run plans
+	// the same drift; apply it for real, then the session cannot begin.
+	s.beginErr = nil
+	out, err = applyAll(t, r, dryRun(t, r), false)
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	calls := len(r.handlers.calls)
+	s.beginErr = errors.New("LEASE_HELD")
+	ro, err := r.wf.Rollback(context.Background(), out, "ada")
+	if CodeOf(err) != ResultLeaseUnavailable || ro.Code != ResultLeaseUnavailable || len(ro.RolledBack) != 0 {
+		t.Fatalf("rollback: %v %+v", err, ro)
+	}
+	if len(r.handlers.calls) != calls {
+		t.Fatalf("a refused rollback reverted: %v", r.handlers.calls[calls:])
+	}
+}

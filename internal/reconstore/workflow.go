@@ -1,0 +1,379 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reconstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store"
+)
+
+// DefaultRepairLease is the duration of the scope's lease a repair takes.
+// It bounds one handler's transaction (the lease is renewed between actions
+// once half of it has passed), and how long a crashed repair keeps the
+// recovery worker out of the scope.
+const DefaultRepairLease = 30 * time.Second
+
+// Lease owner prefixes: a repair and a rehearsal are told apart from the
+// recovery worker (its manager identity) in projection_catchup_lease.owner.
+const (
+	RepairOwnerPrefix    = "reconciliation/"
+	RehearsalOwnerPrefix = "reconciliation-dry-run/"
+)
+
+// WorkflowConfig wires one deployment of reconciliation on PostgreSQL.
+type WorkflowConfig struct {
+	// Store connects as projection_reconciliation (docs/database-role.md):
+	// the repair handlers, the scope's lease, and the run, journal and audit
+	// records are written through it.
+	Store *store.Store
+	// ReadPool is detection's pool; SELECT suffices
+	// (projection_recovery_readonly). nil: Store's pool.
+	ReadPool *pgxpool.Pool
+	// Source is the verifying client of the scope's member.
+	Source Fetcher
+	// PageEvents is the provider's page size (0: DefaultPageEvents).
+	PageEvents int
+	// Permission decides who may approve (apply or roll back) a repair.
+	Permission recon.Permission
+	// Telemetry receives one record per run; nil: a log-only Telemetry on Log.
+	Telemetry *Telemetry
+	// Clock is the injected clock of every age check and plan expiry (nil:
+	// time.Now). Pass the same one to dry runs and applies.
+	Clock func() time.Time
+	// StaleAfter is the staleness window of detection (required).
+	StaleAfter time.Duration
+	// LeaseDuration is the repair lease's duration (0: DefaultRepairLease).
+	LeaseDuration time.Duration
+	// TriggerCycle, Publish and Publisher are the controller's hooks
+	// (trigger_cycle, republish, the outbox publisher's status); nil hooks
+	// make their actions fail, never pretend.
+	TriggerCycle func(ctx context.Context, scope string) error
+	Publish      func(ctx context.Context, row recon.OutboxRow) error
+	Publisher    func() *recon.PublisherStatus
+	Log          logr.Logger
+}
+
+// Workflow is reconciliation on PostgreSQL: recon.Workflow wired to the
+// provider, the handlers, the durable runs, journal and audit trail, and a
+// session that holds the scope's fenced lease around every repair.
+type Workflow struct {
+	core    *recon.Workflow
+	store   *store.Store
+	dry     *Handlers // the same handlers in DryRun mode (rehearsals)
+	runs    *Runs
+	journal *Journal
+	audit   *Auditor
+	tel     *Telemetry
+	clock   func() time.Time
+	leases  *leaseSession
+	log     logr.Logger
+}
+
+// NewWorkflow validates cfg and wires the workflow.
+func NewWorkflow(cfg WorkflowConfig) (*Workflow, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("reconstore: workflow needs a store (projection_reconciliation)")
+	case cfg.Source == nil:
+		return nil, errors.New("reconstore: workflow needs a source client")
+	case cfg.Permission == nil:
+		return nil, errors.New("reconstore: workflow needs a permission checker")
+	case cfg.StaleAfter <= 0:
+		return nil, errors.New("reconstore: workflow needs a positive staleAfter")
+	case cfg.LeaseDuration < 0:
+		return nil, errors.New("reconstore: negative lease duration")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = DefaultRepairLease
+	}
+	read := cfg.ReadPool
+	if read == nil {
+		read = cfg.Store.Pool()
+	}
+	tel := cfg.Telemetry
+	if tel == nil {
+		tel = &Telemetry{log: cfg.Log}
+	}
+	pool := cfg.Store.Pool()
+	leases := &leaseSession{st: cfg.Store, ttl: cfg.LeaseDuration, clock: time.Now, prefix: RepairOwnerPrefix, log: cfg.Log}
+	h := &Handlers{Store: cfg.Store, Lease: sessionLease, TriggerCycle: cfg.TriggerCycle, Publish: cfg.Publish}
+	dry := *h
+	dry.DryRun = true
+	w := &Workflow{store: cfg.Store, dry: &dry, runs: &Runs{Pool: pool}, journal: &Journal{Pool: pool}, audit: &Auditor{Pool: pool},
+		tel: tel, clock: cfg.Clock, leases: leases, log: cfg.Log}
+	w.core = &recon.Workflow{
+		Provider: &Provider{Pool: read, Source: cfg.Source, PageEvents: cfg.PageEvents, Clock: cfg.Clock,
+			StaleAfter: cfg.StaleAfter, Publisher: cfg.Publisher},
+		Handlers:   h.Registry(),
+		Permission: cfg.Permission,
+		Journal:    w.journal,
+		Auditor:    w.audit,
+		Runs:       w.runs,
+		Session:    leases,
+		Clock:      cfg.Clock,
+		StaleAfter: cfg.StaleAfter,
+		Log:        cfg.Log,
+	}
+	return w, nil
+}
+
+// Journal, Audit and Runs are the workflow's durable records.
+func (w *Workflow) Journal() *Journal { return w.journal }
+func (w *Workflow) Audit() *Auditor   { return w.audit }
+func (w *Workflow) Runs() *Runs       { return w.runs }
+
+// DryRun is one dry run and its rehearsal.
+type DryRun struct {
+	*recon.DryRunResult
+	// Rehearsal says, per action of the plan, whether its handler would
+	// succeed now (beyond the specification: a plan that would fail is
+	// known before anyone approves it).
+	Rehearsal Rehearsal
+}
+
+// Rehearsal is the plan's handlers executed in transactions that are
+// rolled back.
+type Rehearsal struct {
+	// Ran is false when the rehearsal could not run at all (Reason says why,
+	// e.g. the recovery worker holds the scope's lease: transient).
+	Ran     bool
+	Reason  string
+	Actions []ActionRehearsal
+}
+
+// ActionRehearsal is one action's rehearsal: Error is "" when its handler
+// ran every statement under the write lock and the fence without error.
+type ActionRehearsal struct {
+	ActionID string
+	Kind     recon.ActionKind
+	Error    string
+}
+
+// WouldSucceed reports whether the rehearsal ran and every action passed.
+func (r Rehearsal) WouldSucceed() bool {
+	if !r.Ran {
+		return false
+	}
+	for _, a := range r.Actions {
+		if a.Error != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// DryRun reads the scope once, detects, explains and plans (recon), stores
+// the run's report and plan so the plan an approver echoes can be read back
+// as it was shown, and rehearses the plan. It writes no projection row: the
+// rehearsal's statements are rolled back, and only the run record and the
+// lease row (taken and released around the rehearsal) change.
+func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRun, error) {
+	start := time.Now()
+	res, err := w.core.DryRun(ctx, scope)
+	out := &DryRun{DryRunResult: res}
+	if err == nil {
+		if serr := w.runs.SaveResult(ctx, res); serr != nil {
+			// The run is reported; only its stored copy of the plan is missing.
+			w.log.Error(serr, "store the dry run's report and plan", "scope", scope, "run", res.Run.ID)
+		}
+		out.Rehearsal = w.Rehearse(ctx, res.Plan, res.Run.ID)
+	}
+	w.tel.DryRun(scope, out, err, time.Since(start))
+	return out, err
+}
+
+// Rehearse executes every action of plan through its handler in DryRun mode
+// (store.DryRunScopeWrite: the same write lock, fence and statements as the
+// apply, then ROLLBACK), under the scope's lease taken for the rehearsal as
+// RehearsalOwnerPrefix+id. Each action is rehearsed on the database as it
+// is, independently of the others (the plan's actions target distinct
+// records, and each compares its record with its own Before). When the lease
+// cannot be taken (the recovery worker holds it) nothing is rehearsed.
+func (w *Workflow) Rehearse(ctx context.Context, plan *recon.Plan, id string) Rehearsal {
+	if plan == nil || len(plan.Actions) == 0 {
+		return Rehearsal{Ran: true}
+	}
+	s := *w.leases
+	s.prefix = RehearsalOwnerPrefix
+	hctx, end, err := s.Begin(ctx, plan.Scope, id)
+	if err != nil {
+		return Rehearsal{Reason: err.Error()}
+	}
+	defer end()
+	reg := w.dry.Registry()
+	r := Rehearsal{Ran: true}
+	for _, a := range plan.Actions {
+		ar := ActionRehearsal{ActionID: a.ID, Kind: a.Kind}
+		if h := reg[a.Kind]; h == nil {
+			ar.Error = "no handler for " + string(a.Kind)
+		} else if err := h.Apply(hctx, a); err != nil {
+			ar.Error = err.Error()
+		}
+		r.Actions = append(r.Actions, ar)
+	}
+	return r
+}
+
+// Apply executes an approved plan (recon.Workflow.Apply: every guard, then
+// the handlers under the scope's lease, taken as RepairOwnerPrefix+the
+// correlation id). When the recovery worker holds the lease it refuses with
+// lease_unavailable (transient) and writes nothing.
+func (w *Workflow) Apply(ctx context.Context, plan *recon.Plan, opt recon.ApplyOptions) (*recon.Outcome, error) {
+	out, err := w.core.Apply(ctx, plan, opt)
+	w.tel.Apply(out, err)
+	return out, err
+}
+
+// Rollback reverts a successful apply from its outcome (recon), under the
+// scope's lease.
+func (w *Workflow) Rollback(ctx context.Context, o *recon.Outcome, principal string) (*recon.RollbackOutcome, error) {
+	start := time.Now()
+	ro, err := w.core.Rollback(ctx, o, principal)
+	scope := ""
+	if o != nil {
+		scope = o.Scope
+	}
+	w.tel.Rollback(scope, ro, err, time.Since(start))
+	return ro, err
+}
+
+// RollbackRun rolls back the apply whose correlation id is correlationID
+// from its journal alone, without the Outcome (the specification's
+// "rolling back without the outcome object"). The journal, not the audit
+// trail, is read: its entries hold each action whole (target included),
+// committed before the next action ran. The actions still applied (applied,
+// and not reverted since) are rolled back newest-first exactly as Rollback
+// would.
+func (w *Workflow) RollbackRun(ctx context.Context, correlationID, principal string) (*recon.RollbackOutcome, error) {
+	o, err := w.OutcomeOf(ctx, correlationID)
+	if err != nil {
+		return &recon.RollbackOutcome{CorrelationID: correlationID, Code: recon.ResultInternal, Detail: err.Error()}, err
+	}
+	return w.Rollback(ctx, o, principal)
+}
+
+// OutcomeOf rebuilds, from the journal, the outcome of the apply with
+// correlationID: its plan, scope, and the actions that are applied and not
+// reverted, in journal order. A run with no journal entry is an error.
+func (w *Workflow) OutcomeOf(ctx context.Context, correlationID string) (*recon.Outcome, error) {
+	entries, err := w.journal.Entries(ctx, correlationID)
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) == 0 {
+		return nil, fmt.Errorf("reconstore: no journal entry for correlation id %q", correlationID)
+	}
+	o := &recon.Outcome{CorrelationID: correlationID, PlanID: entries[0].PlanID, Scope: entries[0].Scope}
+	reverted := map[string]bool{}
+	for _, e := range entries {
+		if e.Event == recon.JournalReverted {
+			reverted[e.Action.ID] = true
+		}
+		o.Journaled = max(o.Journaled, e.Seq)
+	}
+	for _, e := range entries {
+		if e.Event == recon.JournalApplied && !reverted[e.Action.ID] {
+			o.Applied = append(o.Applied, e.Action)
+		}
+	}
+	return o, nil
+}
+
+// leaseSession is recon.Session on the scope's fenced lease (FR-APR08): a
+// repair writes under the lease exactly like a page, so the recovery
+// worker's page and a repair never interleave, and a repair whose lease was
+// taken over can never commit (store.WithScopeWrite checks owner and fence
+// under the row lock).
+type leaseSession struct {
+	st     *store.Store
+	ttl    time.Duration
+	clock  func() time.Time // local monotonic clock: when to renew
+	prefix string
+	log    logr.Logger
+}
+
+var _ recon.Session = (*leaseSession)(nil)
+
+type leaseKey struct{}
+
+// heldLease is the lease of one run, shared by its handler calls.
+type heldLease struct {
+	s     *leaseSession
+	lease store.Lease
+	at    time.Time // when the statement that set lease's expiry was sent
+}
+
+// Begin takes the scope's lease as prefix+correlationID. Another owner's
+// unexpired lease (the recovery worker mid-cycle) refuses with LEASE_HELD:
+// nothing is written and the apply answers lease_unavailable. The end
+// function releases it (expires it now; the row and its fence stay, so the
+// worker's next AcquireLease increments the fence).
+func (s *leaseSession) Begin(ctx context.Context, scope, correlationID string) (context.Context, func(), error) {
+	owner := s.prefix + correlationID
+	sent := s.clock()
+	l, err := s.st.AcquireLease(ctx, scope, owner, s.ttl)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reconstore: take the lease of %q as %q: %w", scope, owner, err)
+	}
+	h := &heldLease{s: s, lease: l, at: sent}
+	end := func() {
+		if err := s.st.ReleaseLease(context.WithoutCancel(ctx), h.lease); err != nil {
+			// It expires on its own after ttl.
+			s.log.Info("could not release the repair lease", "scope", scope, "owner", owner, "err", err.Error())
+		}
+	}
+	return context.WithValue(ctx, leaseKey{}, h), end, nil
+}
+
+// sessionLease is Handlers.Lease of a workflow: the run's lease, renewed
+// first when half its duration has passed since the statement that set its
+// expiry (measured on the local monotonic clock from before that statement,
+// so clock skew with the database cannot overstate what is left). A handler
+// outside a session has no lease and writes nothing.
+func sessionLease(ctx context.Context, scope string) (store.Lease, error) {
+	h, _ := ctx.Value(leaseKey{}).(*heldLease)
+	switch {
+	case h == nil:
+		return store.Lease{}, errors.New("reconstore: no repair session: handlers write only inside an apply, rollback or rehearsal")
+	case h.lease.Scope != scope:
+		return store.Lease{}, fmt.Errorf("reconstore: the session holds the lease of %q, not %q", h.lease.Scope, scope)
+	}
+	// The handlers of one run are called one after the other: no lock.
+	if h.s.clock().Sub(h.at) < h.s.ttl/2 {
+		return h.lease, nil
+	}
+	sent := h.s.clock()
+	l, err := h.s.st.RenewLease(ctx, h.lease, h.s.ttl)
+	if err != nil {
+		// Expired or taken over between two actions: the run fails here
+		// (and its reverts with it), never writes under a lease it lost.
+		return store.Lease{}, fmt.Errorf("reconstore: renew the repair lease of %q: %w", scope, err)
+	}
+	h.lease, h.at = l, sent
+	return l, nil
+}
