@@ -176,7 +176,18 @@ func TestEnvtest_DuplicateScopeAcrossNamespaces(t *testing.T) {
 // tables only, as before ri06-automatic-recovery.sql was ever applied.
 func dropRecoveryTables(t *testing.T, f *fixture) {
 	t.Helper()
-	if _, err := f.pool.Exec(context.Background(), `DROP TABLE projection_catchup_cursor, projection_catchup_lease, projection_catchup_basis, projection_catchup_outbox, projection_recovery_schema_version`); err != nil {
+	// Every table recovery's migrations create, and the version table: the
+	// database as it was before recovery was ever installed.
+	if _, err := f.pool.Exec(context.Background(), `DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT tablename FROM pg_tables WHERE schemaname = current_schema()
+             AND (tablename LIKE 'projection\_catchup\_%' OR tablename LIKE 'projection\_reconciliation\_%'
+                  OR tablename LIKE 'projection\_%\_quarantine' OR tablename = 'projection_recovery_schema_version')
+  LOOP
+    EXECUTE format('DROP TABLE %I CASCADE', r.tablename);
+  END LOOP;
+END $$`); err != nil {
 		t.Fatal(err)
 	}
 }
