@@ -145,10 +145,16 @@ func heapObjects() uint64 {
 // N and 4N events (PROJECTION_BENCH_EVENTS = 4N). Goals: t(4N)/t(N) <= 4.4
 // (linear), peak heap of the read + detection <= 1 GiB at 1M events.
 //
-// Measured once (2 shared cores, PROJECTION_BENCH_EVENTS=1000000): 277,577 and
-// 1,108,325 events; 48,463 and 57,788 events/s; t(4N)/t(N) 3.35; peak heap
-// (garbage not yet collected included) 799 MiB at N and 1,680 MiB at 4N:
-// the heap goal is NOT met yet (see the report of branch recon-pg).
+// Measured (2 shared cores, PROJECTION_BENCH_EVENTS=1000000, 277,577 and
+// 1,108,325 events), the member in a child process since branch recon-mem:
+// before recon-mem (member in-process) 48,463 / 57,788 events/s, peak 799 /
+// 1,680 MiB; member moved out only: 74,064 / 74,905 events/s, t(4N)/t(N)
+// 3.95, peak 266 / 1,167 MiB; with exact preallocation, shared ids, the
+// checkOrders flag slice and fill references: 85,415 / 82,356 events/s,
+// t(4N)/t(N) 4.14 (4.96 in a run sharing the cores), peak 268 / 1,045 MiB.
+// The live snapshot at 4N is ~455 MB (order rows of both sides ~330 MB);
+// the peak is ~2.3x it (GOGC pacing plus detection's maps): the 1 GiB goal
+// is NOT met yet (2% over).
 func BenchmarkDetect_CleanScope(b *testing.B) {
 	n4 := benchEvents()
 	small, large := cleanWorld(b, n4/4), cleanWorld(b, n4)
