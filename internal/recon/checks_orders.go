@@ -73,41 +73,65 @@ func orderDiff(r *OrderRow, s *wire.Order) []string {
 
 // checkOrders compares order_events (every version) and orders (the current
 // version) with the source's order versions through B.
+//
+// Memory: one map indexes the source versions (the first per (order_id,
+// version) at seq <= B); which of them SQL retains is a flag per source
+// event, not a second map of every SQL version (at 1M events that map alone
+// was ~50 MB of the read's peak). Only SQL versions the source lacks (rare:
+// drift, or rows past B) get a map, to skip a repeated row.
 func checkOrders(d *detector) {
 	s := d.s
-	src := make(map[orderKey]*wire.Order, len(s.Source.Orders))
+	idx := make(map[orderKey]int, len(s.Source.Orders))
 	for i := range s.Source.Orders {
 		o := &s.Source.Orders[i]
-		if k := (orderKey{o.OrderID, o.Version}); o.Seq <= d.b && src[k] == nil {
-			src[k] = o
+		if o.Seq > d.b {
+			continue
+		}
+		if _, dup := idx[orderKey{o.OrderID, o.Version}]; !dup {
+			idx[orderKey{o.OrderID, o.Version}] = i
 		}
 	}
-	events := make(map[orderKey]*OrderRow, len(s.SQL.OrderEvents))
+	src := func(k orderKey) (*wire.Order, int) {
+		if i, ok := idx[k]; ok {
+			return &s.Source.Orders[i], i
+		}
+		return nil, -1
+	}
+	retained := make([]bool, len(s.Source.Orders)) // by source index: SQL holds the version
+	var unsourced map[orderKey]bool                // SQL versions the source lacks, seen once
 	for i := range s.SQL.OrderEvents {
 		r := &s.SQL.OrderEvents[i]
 		k := orderKey{r.OrderID, r.Version}
-		if events[k] != nil {
+		sv, j := src(k)
+		switch {
+		case j >= 0 && retained[j], j < 0 && unsourced[k]:
 			continue // the primary key forbids it; the first row stands for the version
+		case j >= 0:
+			retained[j] = true
+		default:
+			if unsourced == nil {
+				unsourced = map[orderKey]bool{}
+			}
+			unsourced[k] = true
 		}
-		events[k] = r
-		sv := src[k]
 		d.compareOrder(TableOrderEvents, r, sv, nil)
 	}
 
 	// want: per order, the newest source version the SQL side must reflect:
 	// verified (seq <= V) or already retained as an order event.
-	want := make(map[string]*wire.Order, len(src))
+	// Sized by the current rows (one per order on a clean scope), not by
+	// the versions: a map sized for every version is mostly empty.
+	want := make(map[string]*wire.Order, len(s.SQL.Orders))
 	var wantOrder []string
 	for i := range s.Source.Orders {
 		o := &s.Source.Orders[i]
 		if o.Seq > d.b {
 			continue
 		}
-		k := orderKey{o.OrderID, o.Version}
-		if src[k] != o {
+		if _, j := src(orderKey{o.OrderID, o.Version}); j != i {
 			continue // a repeated version in the source: the first stands
 		}
-		retained := events[k] != nil
+		retained := retained[i]
 		if o.Seq <= d.v && !retained {
 			d.emit(OrderSourceRetained, orderEventRecord(o.OrderID, o.Version), nil, srcOrderFields(o),
 				RootCause{Code: CauseRowDeleted, Confidence: Likely,
@@ -134,7 +158,7 @@ func checkOrders(d *detector) {
 		cur[r.OrderID] = r
 		w := want[r.OrderID]
 		rewound := r.Seq != nil && w != nil && w.Version > r.Version
-		sv := src[orderKey{r.OrderID, r.Version}]
+		sv, _ := src(orderKey{r.OrderID, r.Version})
 		// The desired current row: the newest verified version when the row
 		// is behind it, else the source event of the row's own version.
 		var newest *wire.Order

@@ -17,6 +17,7 @@ limitations under the License.
 package recon
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/shopspring/decimal"
@@ -28,10 +29,61 @@ import (
 // keyInputs is what the source (and the unverifiable retained tail past B)
 // says one position key must be derived from.
 type keyInputs struct {
-	fills    []position.Fill
+	fills    []fillRef
 	unsorted bool
 	opening  *wire.Opening // the key's source opening at seq <= B (the first)
 	conflict string        // why that opening cannot be proven ("" = it can)
+}
+
+// fillRef is one trade leg of a key by reference to its trade (a source
+// event, or a retained row past B when src is nil): 40 bytes instead of a
+// position.Fill's 56 plus a negated quantity allocated per sell leg, for
+// every leg of every trade of the scope, all alive until the keys are
+// checked. Order and fold are position.Less and position.Apply's.
+type fillRef struct {
+	src      *wire.Trade
+	row      *TradeRow
+	seq      int64
+	tradeSeq int64
+	leg      int
+}
+
+// less is position.Less: (seq, tradeSeq, leg).
+func (f fillRef) less(g fillRef) bool {
+	if f.seq != g.seq {
+		return f.seq < g.seq
+	}
+	if f.tradeSeq != g.tradeSeq {
+		return f.tradeSeq < g.tradeSeq
+	}
+	return f.leg < g.leg
+}
+
+// apply folds the leg onto s (the sell leg's quantity negated).
+func (f fillRef) apply(s position.State) position.State {
+	var qty, price decimal.Decimal
+	if f.src != nil {
+		qty, price = f.src.Quantity, f.src.Price
+	} else {
+		qty, price = f.row.Quantity, f.row.Price
+	}
+	if f.leg == 1 {
+		qty = qty.Neg()
+	}
+	return position.Apply(s, qty, price)
+}
+
+// sortFills is position.Sort over references (stable, in place).
+func sortFills(fs []fillRef) {
+	slices.SortStableFunc(fs, func(a, b fillRef) int {
+		switch {
+		case a.less(b):
+			return -1
+		case b.less(a):
+			return 1
+		}
+		return 0
+	})
 }
 
 // desiredOpening is the opening the key's row must carry.
@@ -74,16 +126,20 @@ func checkPositions(d *detector) {
 		}
 		return ki
 	}
-	add := func(k posKey, f position.Fill) {
+	add := func(k posKey, f fillRef) {
 		ki := get(k)
-		if n := len(ki.fills); n > 0 && position.Less(f, ki.fills[n-1]) {
+		if n := len(ki.fills); n > 0 && f.less(ki.fills[n-1]) {
 			ki.unsorted = true
 		}
 		ki.fills = append(ki.fills, f)
 	}
-	addLegs := func(seq, tradeSeq int64, buy, sell, instr string, qty, price decimal.Decimal) {
-		add(posKey{buy, instr}, position.Fill{Seq: seq, TradeSeq: tradeSeq, Leg: 0, Quantity: qty, Price: price})
-		add(posKey{sell, instr}, position.Fill{Seq: seq, TradeSeq: tradeSeq, Leg: 1, Quantity: qty.Neg(), Price: price})
+	addSource := func(t *wire.Trade) {
+		add(posKey{t.BuyAccount, t.Instrument}, fillRef{src: t, seq: t.Seq, tradeSeq: t.TradeSeq, leg: 0})
+		add(posKey{t.SellAccount, t.Instrument}, fillRef{src: t, seq: t.Seq, tradeSeq: t.TradeSeq, leg: 1})
+	}
+	addRow := func(r *TradeRow) {
+		add(posKey{r.BuyAccount, r.Instrument}, fillRef{row: r, seq: *r.Seq, tradeSeq: r.TradeSeq, leg: 0})
+		add(posKey{r.SellAccount, r.Instrument}, fillRef{row: r, seq: *r.Seq, tradeSeq: r.TradeSeq, leg: 1})
 	}
 
 	rows := make(map[posKey]*PositionRow, len(s.SQL.Positions))
@@ -127,7 +183,7 @@ func checkPositions(d *detector) {
 			}
 		}
 		if t.Seq <= d.v {
-			addLegs(t.Seq, t.TradeSeq, t.BuyAccount, t.SellAccount, t.Instrument, t.Quantity, t.Price)
+			addSource(t)
 		}
 	}
 	for i := range s.SQL.Trades {
@@ -137,12 +193,12 @@ func checkPositions(d *detector) {
 		}
 		if src := d.srcTrades[r.TradeID]; src != nil {
 			if src.Seq > d.v {
-				addLegs(src.Seq, src.TradeSeq, src.BuyAccount, src.SellAccount, src.Instrument, src.Quantity, src.Price)
+				addSource(src)
 			}
 			continue
 		}
 		if *r.Seq > d.b && r.BookingStatus == BookingBooked {
-			addLegs(*r.Seq, r.TradeSeq, r.BuyAccount, r.SellAccount, r.Instrument, r.Quantity, r.Price)
+			addRow(r)
 		}
 	}
 
@@ -191,7 +247,7 @@ func positionBefore(row *PositionRow, b *BasisRow) Fields {
 // row), so whichever action the record gets writes one consistent row.
 func (d *detector) checkKey(k posKey, ki *keyInputs, row *PositionRow, b *BasisRow) {
 	if ki.unsorted {
-		position.Sort(ki.fills) // our own slice, never the snapshot's
+		sortFills(ki.fills) // our own slice, never the snapshot's
 	}
 	open := d.desired(ki, row)
 	hasInputs := len(ki.fills) > 0 || open.present
@@ -208,16 +264,16 @@ func (d *detector) checkKey(k posKey, ki *keyInputs, row *PositionRow, b *BasisR
 	if b != nil && !basisSameStart {
 		atBasis = position.State{Quantity: decimal.Zero, AvgCost: decimal.Zero}
 		for _, f := range ki.fills {
-			if f.Seq <= b.BasisSeq {
-				atBasis = position.Apply(atBasis, f.Quantity, f.Price)
+			if f.seq <= b.BasisSeq {
+				atBasis = f.apply(atBasis)
 			}
 		}
 	}
 	for _, f := range ki.fills {
-		if b != nil && basisSameStart && !captured && f.Seq > b.BasisSeq {
+		if b != nil && basisSameStart && !captured && f.seq > b.BasisSeq {
 			atBasis, captured = final, true
 		}
-		final = position.Apply(final, f.Quantity, f.Price)
+		final = f.apply(final)
 	}
 	if b != nil && basisSameStart && !captured {
 		atBasis = final

@@ -105,7 +105,8 @@ func (p *Provider) Read(ctx context.Context, scope string) (*recon.Snapshot, err
 	if err := readSQL(ctx, p.Pool, scope, snap, in); err != nil {
 		return nil, fmt.Errorf("reconstore: read scope %s from the projection: %w", scope, err)
 	}
-	src, pages, err := readSource(ctx, p.Source, max, chainSeqs(snap), in)
+	hint := sourceHint{trades: len(snap.SQL.Trades), orders: len(snap.SQL.OrderEvents)}
+	src, pages, err := readSource(ctx, p.Source, max, chainSeqs(snap), hint, in)
 	if err != nil {
 		return nil, fmt.Errorf("reconstore: read scope %s from the source: %w", scope, err)
 	}

@@ -17,6 +17,8 @@ limitations under the License.
 package reconstore
 
 import (
+	"strings"
+
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/shopspring/decimal"
 )
@@ -33,10 +35,21 @@ const internLimit = 1 << 16
 // about twice the heap (NFR: the read must stay within 1 GiB at 1M events).
 // Sharing is safe: strings are immutable, and decimal.Decimal never mutates
 // its coefficient (every operation returns a new value).
+//
+// Identifiers (order and trade ids) get a table of their own with a much
+// larger bound: each id repeats across order_events, orders, trades and the
+// source's events (five to six copies of an order id), so sharing them is
+// one of the larger savings of a big read. The table only lives for one
+// Read and never holds more entries than the snapshot holds ids.
 type interner struct {
 	strs map[string]string
+	ids  map[string]string
 	decs map[decKey]decimal.Decimal
 }
+
+// idLimit bounds the identifier table (entries); past it each id is kept as
+// its own copy.
+const idLimit = 1 << 23
 
 type decKey struct {
 	coef int64
@@ -44,25 +57,51 @@ type decKey struct {
 }
 
 func newInterner() *interner {
-	return &interner{strs: map[string]string{}, decs: map[decKey]decimal.Decimal{}}
+	return &interner{strs: map[string]string{}, ids: map[string]string{}, decs: map[decKey]decimal.Decimal{}}
 }
 
-// str returns the shared copy of s.
-func (in *interner) str(s string) string {
-	if v, ok := in.strs[s]; ok {
-		return v
-	}
-	if len(in.strs) < internLimit {
-		in.strs[s] = s
-	}
-	return s
-}
-
-// strs interns several strings in place.
+// strsIn interns several strings of their own in place (the SQL side).
 func (in *interner) strsIn(ps ...*string) {
 	for _, p := range ps {
-		*p = in.str(*p)
+		*p = intern(in.strs, internLimit, *p, false)
 	}
+}
+
+// idsIn interns several identifiers of their own in place (the SQL side).
+func (in *interner) idsIn(ps ...*string) {
+	for _, p := range ps {
+		*p = intern(in.ids, idLimit, *p, false)
+	}
+}
+
+// decodedStrsIn and decodedIDsIn intern strings the wire decoder returned.
+// It returns every identifier of an event as a slice of ONE string per
+// event, so a value not shared yet is cloned: keeping the slice would pin
+// the event's whole text (its other fields included) for the snapshot's
+// life.
+func (in *interner) decodedStrsIn(ps ...*string) {
+	for _, p := range ps {
+		*p = intern(in.strs, internLimit, *p, true)
+	}
+}
+
+func (in *interner) decodedIDsIn(ps ...*string) {
+	for _, p := range ps {
+		*p = intern(in.ids, idLimit, *p, true)
+	}
+}
+
+func intern(m map[string]string, limit int, s string, clone bool) string {
+	if v, ok := m[s]; ok {
+		return v
+	}
+	if clone {
+		s = strings.Clone(s)
+	}
+	if len(m) < limit {
+		m[s] = s
+	}
+	return s
 }
 
 // numeric converts a scanned numeric exactly, sharing small values. NaN and

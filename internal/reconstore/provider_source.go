@@ -45,8 +45,12 @@ import (
 //
 // Complete is set only here, at the end of a read that reached B with every
 // page verified; any error returns no side at all.
-func readSource(ctx context.Context, f Fetcher, max int, want []int64, in *interner) (recon.SourceSide, int, error) {
-	var out recon.SourceSide
+//
+// hint is the expected number of trades and order versions (the SQL side's:
+// equal on a clean scope); the slices start at that capacity so a clean read
+// allocates each once (append growth beyond it stays correct).
+func readSource(ctx context.Context, f Fetcher, max int, want []int64, hint sourceHint, in *interner) (recon.SourceSide, int, error) {
+	out := recon.SourceSide{Trades: sized[wire.Trade](hint.trades), Orders: sized[wire.Order](hint.orders)}
 	want = slices.Clone(want)
 	slices.Sort(want)
 	want = slices.Compact(want)
@@ -83,17 +87,19 @@ func readSource(ctx context.Context, f Fetcher, max int, want []int64, in *inter
 			switch {
 			case ev.Trade != nil:
 				t := ev.Trade
-				in.strsIn(&t.Instrument, &t.BuyAccount, &t.SellAccount)
+				in.decodedStrsIn(&t.Instrument, &t.BuyAccount, &t.SellAccount)
+				in.decodedIDsIn(&t.TradeID, &t.BuyOrderID, &t.SellOrderID)
 				t.Price, t.Quantity = in.decimal(t.Price), in.decimal(t.Quantity)
 				out.Trades = append(out.Trades, *t)
 			case ev.Order != nil:
 				o := ev.Order
-				in.strsIn(&o.Account, &o.Instrument)
+				in.decodedStrsIn(&o.Account, &o.Instrument)
+				in.decodedIDsIn(&o.OrderID)
 				o.Price, o.Quantity, o.Remaining = in.decimal(o.Price), in.decimal(o.Quantity), in.decimal(o.Remaining)
 				out.Orders = append(out.Orders, *o)
 			case ev.Opening != nil:
 				o := ev.Opening
-				in.strsIn(&o.Account, &o.Instrument)
+				in.decodedStrsIn(&o.Account, &o.Instrument)
 				out.Openings = append(out.Openings, *o)
 			default:
 				return recon.SourceSide{}, pages, fmt.Errorf("event %d of the page after seq %d has no payload", i, after)
@@ -108,6 +114,9 @@ func readSource(ctx context.Context, f Fetcher, max int, want []int64, in *inter
 	out.Boundary, out.Digest, out.EventCount, out.Complete = after, digest, count, true
 	return out, pages, nil
 }
+
+// sourceHint sizes the source side's slices.
+type sourceHint struct{ trades, orders int }
 
 // chainPoints refolds page p from its digestAfter to record the chain at
 // each wanted seq inside it (want is sorted; those past the page are

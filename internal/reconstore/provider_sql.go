@@ -57,6 +57,14 @@ const (
   FROM projection_runs WHERE scope = $1 ORDER BY run_id`
 	outboxSQL = `SELECT id, msg_id, account, instrument, quantity, avg_cost, cursor_seq, created_at, sent_at
   FROM projection_catchup_outbox WHERE scope = $1 ORDER BY id`
+	// The row counts of the large tables, read in the same snapshot as the
+	// rows (so exact): the slices are allocated once at their final size.
+	// Growing them by append instead keeps up to a quarter of slack and
+	// leaves every outgrown array as garbage, which at 1M events is most of
+	// the read's peak heap beyond the snapshot itself.
+	countsSQL = `SELECT (SELECT count(*) FROM trades WHERE scope = $1),
+       (SELECT count(*) FROM orders WHERE scope = $1),
+       (SELECT count(*) FROM order_events WHERE scope = $1)`
 	// Every scope's cursor: the cross-scope summary (manager_not_running).
 	// Not parameterised by the scope on purpose.
 	scopesSQL = `SELECT scope, state, coalesce(blocked_reason, ''), verified_through_seq, updated_at
@@ -76,6 +84,11 @@ func readSQL(ctx context.Context, pool *pgxpool.Pool, scope string, s *recon.Sna
 	}
 	// Nothing to commit: ending a read-only transaction either way is the same.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var trades, orders, events int64
+	if err := tx.QueryRow(ctx, countsSQL, scope).Scan(&trades, &orders, &events); err != nil {
+		return fmt.Errorf("row counts: %w", err)
+	}
+	s.SQL.Trades, s.SQL.Orders, s.SQL.OrderEvents = sized[recon.TradeRow](trades), sized[recon.OrderRow](orders), sized[recon.OrderRow](events)
 	steps := []struct {
 		what string
 		run  func() error
@@ -97,6 +110,15 @@ func readSQL(ctx context.Context, pool *pgxpool.Pool, scope string, s *recon.Sna
 		}
 	}
 	return nil
+}
+
+// sized is an empty slice with capacity n, nil when n is 0 (a table without
+// rows reads as nil, as before).
+func sized[T any, N int | int64](n N) []T {
+	if n <= 0 {
+		return nil
+	}
+	return make([]T, 0, n)
 }
 
 // dec converts a scanned numeric exactly (no text round trip). NaN and
@@ -128,6 +150,7 @@ func readTrades(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide
 			return fmt.Errorf("trade %s: %w", r.TradeID, err)
 		}
 		in.strsIn(&r.Instrument, &r.BuyAccount, &r.SellAccount, &r.BookingStatus, &r.WrittenBy)
+		in.idsIn(&r.TradeID, &r.BuyOrderID, &r.SellOrderID)
 		out.Trades = append(out.Trades, r)
 	}
 	return rows.Err()
@@ -150,6 +173,7 @@ func readOrders(ctx context.Context, tx pgx.Tx, sql, scope string, out *[]recon.
 			return fmt.Errorf("order %s v%d: %w", r.OrderID, r.Version, err)
 		}
 		in.strsIn(&r.Account, &r.Instrument, &r.Side, &r.Status)
+		in.idsIn(&r.OrderID)
 		*out = append(*out, r)
 	}
 	return rows.Err()

@@ -61,6 +61,11 @@ type worldOpts struct {
 	keep       bool // keep every source event (small worlds only)
 	noOpenings bool // a workload without proven openings
 	accounts   int  // 0: 6
+	// memberProcess serves the log from a child process (the test binary
+	// re-executed, see startMemberProcess) instead of this one, so this
+	// process's heap holds reconciliation's memory only, as in production
+	// where the member is another process. w.log and w.srv are then nil.
+	memberProcess bool
 }
 
 // newWorld builds a log of commands (proven openings first unless
@@ -75,18 +80,29 @@ func newWorld(t testing.TB, scope string, commands int, o worldOpts) *world {
 		o.accounts = 6
 	}
 	var err error
+	logDir := t.TempDir()
 	if commands > 0 {
-		w.log, err = engine.BuildLog(t.TempDir(), desc, 42, engine.WorkloadConfig{Accounts: o.accounts, Instruments: desc.Instruments, Openings: !o.noOpenings}, commands, 0)
+		w.log, err = engine.BuildLog(logDir, desc, 42, engine.WorkloadConfig{Accounts: o.accounts, Instruments: desc.Instruments, Openings: !o.noOpenings}, commands, 0)
 	} else {
-		w.log, err = engine.Create(t.TempDir(), desc, engine.LogOptions{})
+		w.log, err = engine.Create(logDir, desc, engine.LogOptions{})
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.log.Close() })
-	w.srv = httptest.NewServer(member.NewHandler(w.log, member.HandlerOptions{}))
-	t.Cleanup(w.srv.Close)
-	if w.client, err = source.NewClient(source.ClientConfig{BaseURL: w.srv.URL, Timeout: 5 * time.Minute}); err != nil {
+	url := ""
+	if o.memberProcess {
+		if err := w.log.Close(); err != nil {
+			t.Fatal(err)
+		}
+		w.log, url = nil, startMemberProcess(t, logDir)
+	} else {
+		l := w.log
+		t.Cleanup(func() { _ = l.Close() })
+		w.srv = httptest.NewServer(member.NewHandler(w.log, member.HandlerOptions{}))
+		t.Cleanup(w.srv.Close)
+		url = w.srv.URL
+	}
+	if w.client, err = source.NewClient(source.ClientConfig{BaseURL: url, Timeout: 5 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	w.exec(`INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
