@@ -34,13 +34,13 @@ import (
 )
 
 // envMemberDir tells the re-executed test binary to serve the log in that
-// directory (TestMemberProcess_Serve) instead of running tests.
+// directory (serveMemberProcess, from TestMain) instead of running tests.
 const envMemberDir = "PROJECTION_TEST_MEMBER_DIR"
 
 const memberURLPrefix = "member-url="
 
 // startMemberProcess serves the log in dir from a child process: the test
-// binary re-executed to run TestMemberProcess_Serve only. In production the
+// binary re-executed, which TestMain turns into the member (serveMemberProcess). In production the
 // member is another process; measuring reconciliation's heap with the
 // member's replay cache in the same heap would charge the member's memory
 // (and the garbage the collector lets it grow by: GOGC paces on the whole
@@ -48,7 +48,7 @@ const memberURLPrefix = "member-url="
 // test's cleanup), or is killed by its process id after a grace period.
 func startMemberProcess(tb testing.TB, dir string) string {
 	tb.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMemberProcess_Serve$", "-test.count=1")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), envMemberDir+"="+dir)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -97,22 +97,23 @@ func startMemberProcess(tb testing.TB, dir string) string {
 	return ""
 }
 
-// TestMemberProcess_Serve is the child side of startMemberProcess: skipped
-// unless the parent set envMemberDir. It opens the log, serves the contract
-// on a loopback port, prints the URL and serves until stdin closes.
-func TestMemberProcess_Serve(t *testing.T) {
-	dir := os.Getenv(envMemberDir)
-	if dir == "" {
-		t.Skip("the child process of startMemberProcess only")
+// serveMemberProcess is the child side of startMemberProcess (TestMain runs
+// it instead of the tests when the parent set envMemberDir): it opens the
+// log, serves the contract on a loopback port, prints the URL and serves
+// until stdin closes. It returns the process's exit code.
+func serveMemberProcess(dir string) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "member process:", err)
+		return 1
 	}
 	l, err := engine.Open(dir, engine.LogOptions{})
 	if err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
 	defer l.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
 	srv := &http.Server{Handler: member.NewHandler(l, member.HandlerOptions{}), ReadHeaderTimeout: time.Minute}
 	served := make(chan error, 1)
@@ -121,6 +122,7 @@ func TestMemberProcess_Serve(t *testing.T) {
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it
 	_ = srv.Close()
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		t.Fatal(err)
+		return fail(err)
 	}
+	return 0
 }

@@ -19,6 +19,7 @@ package reconstore
 import (
 	"context"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -35,7 +36,12 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(envMemberDir); dir != "" {
+		os.Exit(serveMemberProcess(dir)) // the re-executed binary is a member, not a test run
+	}
+	pgtest.Main(m)
+}
 
 var ctxb = context.Background()
 
