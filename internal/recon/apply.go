@@ -255,7 +255,8 @@ func (r *applyRun) refuse(ctx context.Context, actions []Action, e *Error) (*Out
 func (r *applyRun) audit(ctx context.Context, a Action, outcome string, code ResultCode, reason string) {
 	rec := AuditRecord{Action: AuditAction, CorrelationID: r.out.CorrelationID, PlanID: r.out.PlanID, Scope: r.out.Scope,
 		Principal: r.out.Principal, ActionID: a.ID, Kind: a.Kind, Outcome: outcome, Code: code, Reason: reason,
-		Before: a.Before.clone(), After: a.After.clone(), At: r.w.now()}
+		Target: a.Target.clone(), Before: a.Before.clone(), After: a.After.clone(), LifecycleEvent: a.LifecycleEvent,
+		Reversible: a.Reversible, Risk: a.Risk, Rollback: a.Rollback, At: r.w.now()}
 	if err := r.w.Auditor.Audit(context.WithoutCancel(ctx), rec); err != nil {
 		r.out.AuditErrors = append(r.out.AuditErrors, a.ID+": "+err.Error())
 		r.w.Log.Error(err, "audit record lost", "action", a.ID, "outcome", outcome, "correlationID", r.out.CorrelationID)

@@ -204,25 +204,54 @@ const (
 
 // AuditRecord is one reconciliation.repaired record: one per applied,
 // reverted or refused action, with primitive before/after context and the
-// run's correlation id (enough to roll back from the audit trail alone).
+// run's correlation id. It carries every part of the action a handler's
+// Revert reads (Target, Before and After with their absence: nil is an
+// absent record, never an empty one, Reversible, and the Rollback text an
+// irreversible action is returned with), so a successful apply can be rolled
+// back from the audit trail alone (the specification's "rolling back
+// without the outcome object"); without Target the record would name what
+// changed but not where, and no handler could restore it.
 type AuditRecord struct {
-	Action        string // AuditAction
-	CorrelationID string
-	PlanID        string
-	Scope         string
-	Principal     string
-	ActionID      string
-	Kind          ActionKind
-	Outcome       string
-	Code          ResultCode // why it was refused or failed
-	Reason        string
-	Before        Fields
-	After         Fields
-	At            time.Time
+	Action         string // AuditAction
+	CorrelationID  string
+	PlanID         string
+	Scope          string
+	Principal      string
+	ActionID       string
+	Kind           ActionKind
+	Outcome        string
+	Code           ResultCode // why it was refused or failed
+	Reason         string
+	Target         Fields
+	Before         Fields
+	After          Fields
+	LifecycleEvent string
+	Reversible     bool
+	Risk           Risk
+	Rollback       string
+	At             time.Time
 }
 
-// Auditor receives audit records. Its errors do not undo a repair (the
-// journal is what rollback reads); they are reported in the outcome.
+// RepairAction is the action r audits, as a handler reverts it: every field
+// but Findings (the finding ids are the report's, not the record's).
+func (r AuditRecord) RepairAction() Action {
+	return Action{ID: r.ActionID, Kind: r.Kind, Target: r.Target.clone(), Before: r.Before.clone(), After: r.After.clone(),
+		LifecycleEvent: r.LifecycleEvent, Reversible: r.Reversible, Risk: r.Risk, Rollback: r.Rollback}
+}
+
+// SameRepair reports whether a and b are the same repair in every field a
+// handler reads (Findings aside): what a rollback from the audit trail
+// checks against the journal before it reverts anything.
+func SameRepair(a, b Action) bool {
+	return a.ID == b.ID && a.Kind == b.Kind && a.Target.Equal(b.Target) && a.Before.Equal(b.Before) && a.After.Equal(b.After) &&
+		a.LifecycleEvent == b.LifecycleEvent && a.Reversible == b.Reversible && a.Risk == b.Risk && a.Rollback == b.Rollback
+}
+
+// Auditor receives audit records. Its errors do not undo a repair; they are
+// reported in the outcome (AuditErrors). A run with a lost record can still
+// be rolled back from its Outcome; a rollback from the audit trail
+// (reconstore's RollbackRun) then finds the trail and the journal disagreeing
+// and refuses rather than guess.
 type Auditor interface {
 	Audit(ctx context.Context, r AuditRecord) error
 }

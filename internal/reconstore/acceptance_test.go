@@ -138,7 +138,8 @@ SELECT scope, 'orphan-1', 1000000, seq, instrument, price, quantity, buy_order_i
 //  4. Apply (allowed principal, echoed planId) succeeds, verification is
 //     clean, journal and audit hold one record per action;
 //  5. Rollback of that outcome restores the exact pre-apply state, then so
-//     does a rollback from the journal alone (RollbackRun) of a second apply;
+//     does a rollback of a second apply from the audit trail alone
+//     (RollbackRun on a fresh workflow, no Outcome);
 //  6. a third apply, then recovery reaches CURRENT and every SQL position
 //     equals an independent exact replay of the member's events; the final
 //     dry run is clean.
@@ -268,14 +269,15 @@ func (s *scene) repair(d *DryRun, b breakage, record string) {
 	s.restored(pre, b)
 	s.records(o, 1, 1)
 
-	// 5'. Again, rolled back from the journal alone.
+	// 5'. Again, rolled back from the audit trail alone (cross-checked
+	// against the journal) by a fresh workflow holding no Outcome.
 	d = s.dryRun()
 	s.planned(d, b, record)
 	o = s.apply(d, b)
-	ro, err = s.wf.RollbackRun(ctxb, o.CorrelationID, approver)
+	ro, err = s.freshWorkflow().RollbackRun(ctxb, o.CorrelationID, approver)
 	s.rollbacks++
-	if err != nil || len(ro.RolledBack) != 1 {
-		s.t.Fatalf("rollback from the journal: %v %+v", err, ro)
+	if err != nil || len(ro.RolledBack) != 1 || !recon.SameRepair(ro.RolledBack[0], o.Applied[0]) || len(ro.Manual) != 0 {
+		s.t.Fatalf("rollback from the audit trail: %v %+v", err, ro)
 	}
 	s.restored(pre, b)
 	s.records(o, 1, 1)

@@ -178,6 +178,10 @@ func (j *Journal) Entries(ctx context.Context, correlationID string) ([]recon.Jo
 
 // Auditor is recon.Auditor on projection_reconciliation_audit: one committed
 // row per record, append-only (the runtime role has no UPDATE or DELETE on it).
+// Each row holds the whole action (migration 00004: target, the absence of
+// before/after, reversibility, risk, lifecycle event, rollback text), so a
+// successful apply can be rolled back from these rows alone
+// (Workflow.OutcomeFromAudit).
 type Auditor struct{ Pool *pgxpool.Pool }
 
 var _ recon.Auditor = (*Auditor)(nil)
@@ -192,37 +196,93 @@ func (a *Auditor) Audit(ctx context.Context, r recon.AuditRecord) error {
 	if err != nil {
 		return fmt.Errorf("reconstore: encode audit after of %s: %w", r.ActionID, err)
 	}
+	target, err := fieldsJSON(r.Target)
+	if err != nil {
+		return fmt.Errorf("reconstore: encode audit target of %s: %w", r.ActionID, err)
+	}
 	if _, err := a.Pool.Exec(ctx, `INSERT INTO projection_reconciliation_audit
-    (action, correlation_id, plan_id, scope, action_id, kind, outcome, code, reason, before, after, principal, at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), nullif($9, ''), $10, $11, $12, $13)`,
+    (action, correlation_id, plan_id, scope, action_id, kind, outcome, code, reason, before, after, principal, at,
+     target, before_absent, after_absent, lifecycle_event, reversible, risk, rollback)
+VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), nullif($9, ''), $10, $11, $12, $13,
+     $14, $15, $16, $17, $18, $19, $20)`,
 		r.Action, r.CorrelationID, r.PlanID, r.Scope, r.ActionID, string(r.Kind), r.Outcome, string(r.Code), r.Reason,
-		before, after, r.Principal, r.At); err != nil {
+		before, after, r.Principal, r.At,
+		target, r.Before == nil, r.After == nil, r.LifecycleEvent, r.Reversible, string(r.Risk), r.Rollback); err != nil {
 		return fmt.Errorf("reconstore: audit %s %s (%s): %w", r.CorrelationID, r.ActionID, r.Outcome, err)
 	}
 	return nil
 }
 
-// Records reads a run's audit records in order.
+// StoredAuditRecord is an audit row as stored. Legacy is true for a row
+// written before migration 00004 (no target, reversibility or absence
+// flags): it says what changed but not where, and can never drive a
+// rollback.
+type StoredAuditRecord struct {
+	recon.AuditRecord
+	Legacy bool
+}
+
+// Records reads a run's audit records in order. Before and After read back
+// nil when the record was absent (and {} when the row is legacy and its
+// absence unknown).
 func (a *Auditor) Records(ctx context.Context, correlationID string) ([]recon.AuditRecord, error) {
+	stored, err := a.StoredRecords(ctx, correlationID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]recon.AuditRecord, len(stored))
+	for i, s := range stored {
+		out[i] = s.AuditRecord
+	}
+	return out, nil
+}
+
+// StoredRecords reads a run's audit records in order, each marked legacy
+// or not.
+func (a *Auditor) StoredRecords(ctx context.Context, correlationID string) ([]StoredAuditRecord, error) {
 	rows, err := a.Pool.Query(ctx, `SELECT action, correlation_id, plan_id, scope, action_id, kind, outcome,
-       coalesce(code, ''), coalesce(reason, ''), before, after, principal, at
+       coalesce(code, ''), coalesce(reason, ''), before, after, principal, at,
+       target, coalesce(before_absent, false), coalesce(after_absent, false), coalesce(lifecycle_event, ''),
+       reversible, coalesce(risk, ''), coalesce(rollback, '')
   FROM projection_reconciliation_audit WHERE correlation_id = $1 ORDER BY id`, correlationID)
 	if err != nil {
 		return nil, fmt.Errorf("reconstore: read audit %s: %w", correlationID, err)
 	}
-	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (recon.AuditRecord, error) {
-		var r recon.AuditRecord
-		var kind, code string
-		var before, after []byte
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredAuditRecord, error) {
+		var s StoredAuditRecord
+		r := &s.AuditRecord
+		var kind, code, risk string
+		var before, after, target []byte
+		var beforeAbsent, afterAbsent bool
+		var reversible *bool
 		if err := row.Scan(&r.Action, &r.CorrelationID, &r.PlanID, &r.Scope, &r.ActionID, &kind, &r.Outcome, &code,
-			&r.Reason, &before, &after, &r.Principal, &r.At); err != nil {
-			return r, err
+			&r.Reason, &before, &after, &r.Principal, &r.At,
+			&target, &beforeAbsent, &afterAbsent, &r.LifecycleEvent, &reversible, &risk, &r.Rollback); err != nil {
+			return s, err
 		}
-		r.Kind, r.Code = recon.ActionKind(kind), recon.ResultCode(code)
+		r.Kind, r.Code, r.Risk = recon.ActionKind(kind), recon.ResultCode(code), recon.Risk(risk)
+		s.Legacy = target == nil || reversible == nil
+		if reversible != nil {
+			r.Reversible = *reversible
+		}
+		if target != nil {
+			if err := json.Unmarshal(target, &r.Target); err != nil {
+				return s, err
+			}
+		}
 		if err := json.Unmarshal(before, &r.Before); err != nil {
-			return r, err
+			return s, err
 		}
-		return r, json.Unmarshal(after, &r.After)
+		if err := json.Unmarshal(after, &r.After); err != nil {
+			return s, err
+		}
+		if beforeAbsent {
+			r.Before = nil
+		}
+		if afterAbsent {
+			r.After = nil
+		}
+		return s, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reconstore: read audit %s: %w", correlationID, err)

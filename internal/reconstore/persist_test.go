@@ -232,7 +232,8 @@ func TestPersist_JournalAndAuditAreAppendOnly(t *testing.T) {
 		}
 	}
 	recs, err := a.Records(ctxb, "c")
-	if err != nil || len(recs) != 1 || recs[0].Outcome != recon.AuditRefused || recs[0].Code != recon.ResultPlanStale || recs[0].Before == nil {
+	// Before was absent (nil): it reads back absent, never as {} (00004).
+	if err != nil || len(recs) != 1 || recs[0].Outcome != recon.AuditRefused || recs[0].Code != recon.ResultPlanStale || recs[0].Before != nil {
 		t.Fatalf("records %+v %v", recs, err)
 	}
 }

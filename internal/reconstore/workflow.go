@@ -262,19 +262,128 @@ func (w *Workflow) Rollback(ctx context.Context, o *recon.Outcome, principal str
 	return ro, err
 }
 
+// ErrRecordsDisagree: the audit trail and the journal of a run name
+// different actions as applied and not reverted (a lost audit or journal
+// write, or a hand edit). A rollback from either would guess which
+// record is right; it refuses instead and reverts nothing.
+var ErrRecordsDisagree = errors.New("reconstore: the audit trail and the journal of the run disagree")
+
 // RollbackRun rolls back the apply whose correlation id is correlationID
-// from its journal alone, without the Outcome (the specification's
-// "rolling back without the outcome object"). The journal, not the audit
-// trail, is read: its entries hold each action whole (target included),
-// committed before the next action ran. The actions still applied (applied,
-// and not reverted since) are rolled back newest-first exactly as Rollback
-// would.
+// without its Outcome (the specification's "rolling back without the
+// outcome object"): the reconciliation.repaired audit records of the run
+// (OutcomeFromAudit) say which actions are applied and not reverted, and
+// each holds the action whole, so it is restored through the same handler,
+// newest-first, exactly as Rollback would. The journal is read too, as a
+// cross-check and for its positions (the reverts are journaled after the
+// run's entries): when the two disagree on any action (its id, order,
+// target, before, after, reversibility or rollback text) nothing is
+// reverted and the error wraps ErrRecordsDisagree (internal). A
+// correlation id with no audit record is nothing_selected. Irreversible
+// actions come back in Manual with their rollback text.
 func (w *Workflow) RollbackRun(ctx context.Context, correlationID, principal string) (*recon.RollbackOutcome, error) {
-	o, err := w.OutcomeOf(ctx, correlationID)
+	start := time.Now()
+	o, err := w.rollbackSource(ctx, correlationID)
 	if err != nil {
-		return &recon.RollbackOutcome{CorrelationID: correlationID, Code: recon.ResultInternal, Detail: err.Error()}, err
+		ro := &recon.RollbackOutcome{CorrelationID: correlationID, Code: recon.CodeOf(err), Detail: err.Error()}
+		w.log.Info("reconciliation rollback refused", "correlationID", correlationID, "code", ro.Code, "detail", ro.Detail)
+		w.tel.Rollback("", ro, err, time.Since(start))
+		return ro, err
 	}
 	return w.Rollback(ctx, o, principal)
+}
+
+// rollbackSource is the outcome RollbackRun reverts: the audit trail's,
+// proven equal to the journal's, with the journal's position count.
+func (w *Workflow) rollbackSource(ctx context.Context, correlationID string) (*recon.Outcome, error) {
+	fromAudit, err := w.OutcomeFromAudit(ctx, correlationID)
+	if err != nil {
+		return nil, err
+	}
+	fromJournal, err := w.OutcomeOf(ctx, correlationID)
+	if err != nil && len(fromAudit.Applied) == 0 {
+		// A refused run: nothing applied, nothing journaled; Rollback
+		// answers nothing_selected.
+		return fromAudit, nil
+	}
+	if err != nil {
+		return nil, &recon.Error{Code: recon.ResultInternal, Detail: "read the journal of " + correlationID, Err: errors.Join(ErrRecordsDisagree, err)}
+	}
+	if why := disagreement(fromAudit, fromJournal); why != "" {
+		return nil, &recon.Error{Code: recon.ResultInternal, Detail: fmt.Sprintf("run %s: %s: nothing reverted", correlationID, why), Err: ErrRecordsDisagree}
+	}
+	fromAudit.Journaled = fromJournal.Journaled
+	return fromAudit, nil
+}
+
+// disagreement says how the audit trail's and the journal's outcomes of one
+// run differ ("" when they are the same repair, action by action).
+func disagreement(audit, journal *recon.Outcome) string {
+	switch {
+	case audit.Scope != journal.Scope || audit.PlanID != journal.PlanID:
+		return fmt.Sprintf("audit holds scope %q plan %q, journal scope %q plan %q", audit.Scope, audit.PlanID, journal.Scope, journal.PlanID)
+	case len(audit.Applied) != len(journal.Applied):
+		return fmt.Sprintf("audit holds %d applied actions, journal %d", len(audit.Applied), len(journal.Applied))
+	}
+	for i, a := range audit.Applied {
+		if j := journal.Applied[i]; !recon.SameRepair(a, j) {
+			return fmt.Sprintf("applied action #%d is %s in the audit trail, %s in the journal (or their target, before or after differ)", i+1, a.ID, j.ID)
+		}
+	}
+	return ""
+}
+
+// OutcomeFromAudit rebuilds, from the run's reconciliation.repaired audit
+// records alone, the outcome of the apply with correlationID: its plan and
+// scope, and the actions applied and not reverted since (a revert_failed
+// action stays applied: its After is in place), in the order they were
+// applied, each rebuilt whole from its record (recon.AuditRecord.RepairAction).
+// Errors (nothing is guessed): no record (nothing_selected); records of
+// several scopes or plans, an action applied twice, or an applied record
+// written before migration 00004, which holds no target (internal).
+func (w *Workflow) OutcomeFromAudit(ctx context.Context, correlationID string) (*recon.Outcome, error) {
+	recs, err := w.audit.StoredRecords(ctx, correlationID)
+	if err != nil {
+		return nil, &recon.Error{Code: recon.ResultInternal, Detail: "read the audit trail", Err: err}
+	}
+	var o *recon.Outcome
+	applied := map[string]int{} // action id -> index in o.Applied; -1 once reverted
+	for _, r := range recs {
+		if r.Action != recon.AuditAction {
+			continue
+		}
+		if o == nil {
+			o = &recon.Outcome{CorrelationID: correlationID, PlanID: r.PlanID, Scope: r.Scope}
+		}
+		if r.Scope != o.Scope || r.PlanID != o.PlanID {
+			return nil, &recon.Error{Code: recon.ResultInternal, Detail: fmt.Sprintf("audit trail of %s holds scope %q plan %q and scope %q plan %q",
+				correlationID, o.Scope, o.PlanID, r.Scope, r.PlanID)}
+		}
+		switch r.Outcome {
+		case recon.AuditApplied:
+			if r.Legacy {
+				return nil, &recon.Error{Code: recon.ResultInternal, Detail: fmt.Sprintf(
+					"audit record of %s (%s) predates migration 00004 and holds no target: roll it back from its journal (OutcomeOf)", r.ActionID, correlationID)}
+			}
+			if _, dup := applied[r.ActionID]; dup {
+				return nil, &recon.Error{Code: recon.ResultInternal, Detail: fmt.Sprintf("audit trail of %s applies %s twice", correlationID, r.ActionID)}
+			}
+			applied[r.ActionID] = len(o.Applied)
+			o.Applied = append(o.Applied, r.RepairAction())
+		case recon.AuditReverted:
+			applied[r.ActionID] = -1
+		}
+	}
+	if o == nil {
+		return nil, &recon.Error{Code: recon.ResultNothingSelected, Detail: fmt.Sprintf("no %s audit record for correlation id %q", recon.AuditAction, correlationID)}
+	}
+	kept := o.Applied[:0]
+	for _, a := range o.Applied {
+		if applied[a.ID] >= 0 {
+			kept = append(kept, a)
+		}
+	}
+	o.Applied = kept
+	return o, nil
 }
 
 // OutcomeOf rebuilds, from the journal, the outcome of the apply with

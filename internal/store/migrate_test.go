@@ -358,12 +358,17 @@ func TestSchema_NewerIsAcceptedNotDowngraded(t *testing.T) {
 }
 
 // NFR-APR01, statically: every migration only creates, and only if not
-// exists, and has no Down section (nothing here ever downgrades).
+// exists, and has no Down section (nothing here ever downgrades). The one
+// ALTER allowed adds columns, IF NOT EXISTS, to a table an earlier migration
+// of recovery's own created (never a base table): every clause of it must be
+// ADD COLUMN IF NOT EXISTS.
 func TestNFRAPR01_MigrationsOnlyCreateIfNotExists(t *testing.T) {
 	names, _ := fs.Glob(migrationsFS(), "*.sql")
 	if len(names) == 0 {
 		t.Fatal("no migrations embedded")
 	}
+	own := map[string]bool{} // tables created by the migrations read so far
+	alter := regexp.MustCompile(`(?is)\bALTER\s+TABLE\s+(\w+)\s+(ADD\s+COLUMN\s+IF\s+NOT\s+EXISTS\s[^,;]*(?:,\s*ADD\s+COLUMN\s+IF\s+NOT\s+EXISTS\s[^,;]*)*);`)
 	for _, name := range names {
 		b, err := fs.ReadFile(migrationsFS(), name)
 		if err != nil {
@@ -373,6 +378,15 @@ func TestNFRAPR01_MigrationsOnlyCreateIfNotExists(t *testing.T) {
 			t.Errorf("%s: must start with -- +goose Up and have no Down section", name)
 		}
 		sql := regexp.MustCompile(`(?m)--.*$`).ReplaceAllString(string(b), "")
+		sql = alter.ReplaceAllStringFunc(sql, func(stmt string) string {
+			if tbl := strings.ToLower(alter.FindStringSubmatch(stmt)[1]); !own[tbl] {
+				t.Errorf("%s adds columns to %s, which no earlier migration of recovery's created", name, tbl)
+			}
+			return ""
+		})
+		for _, m := range regexp.MustCompile(`(?i)\bCREATE\s+TABLE\s+IF\s+NOT\s+EXISTS\s+(\w+)`).FindAllStringSubmatch(sql, -1) {
+			own[strings.ToLower(m[1])] = true
+		}
 		if regexp.MustCompile(`(?i)\b(DROP|ALTER|TRUNCATE|DELETE|UPDATE|INSERT|RENAME)\b`).MatchString(sql) {
 			t.Errorf("%s must be additive: no DROP/ALTER/TRUNCATE/DELETE/UPDATE/INSERT/RENAME", name)
 		}
