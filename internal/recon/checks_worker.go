@@ -180,13 +180,33 @@ func checkCursor(d *detector) {
 	}
 }
 
+// Lease owners of reconciliation's own sessions (internal/reconstore): an
+// apply or a rollback holds the scope's lease as RepairLeaseOwnerPrefix +
+// its correlation id, a dry run's rehearsal as RehearsalLeaseOwnerPrefix +
+// its run id. A manager's identity never starts with either.
+const (
+	RepairLeaseOwnerPrefix    = "reconciliation/"
+	RehearsalLeaseOwnerPrefix = "reconciliation-dry-run/"
+)
+
+// sessionOwned reports whether owner is a reconciliation session.
+func sessionOwned(owner string) bool {
+	return strings.HasPrefix(owner, RepairLeaseOwnerPrefix) || strings.HasPrefix(owner, RehearsalLeaseOwnerPrefix)
+}
+
 func leaseRecord(scope string) Record {
 	return Record{Table: TableLease, Identity: Fields{"scope": scope}}
 }
 
 // checkLease: a lease is renewed within staleAfter or expired; an expired
 // lease whose holder died mid-work (the cursor made no progress since) is
-// held past expiry.
+// held past expiry. A reconciliation session's lease never is: the session
+// releases it at its end (expires_at = the end, the owner kept, like
+// store.ReleaseLease), and the cursor's progress is the worker's work, not
+// the session's, so a stuck cursor after it proves nothing about it.
+// Without that exclusion every repair of a stuck scope (release_lease's
+// own apply included: its session's takeover is the release) would be
+// reported again as claim_abandoned staleAfter later, and planned again.
 func checkLease(d *detector) {
 	s := d.s
 	l := s.SQL.Lease
@@ -210,7 +230,7 @@ func checkLease(d *detector) {
 		d.emit(LeaseFresh, rec, before, expected, RootCause{Code: CauseHolderNotRenewing, Confidence: conf,
 			Hint:     "the holder stopped renewing but the lease is unexpired: it blocks takeover until " + ts(l.ExpiresAt) + "; its page may still be running",
 			Evidence: []string{"owner=" + l.Owner, "renewed_age=" + s.Now.Sub(l.RenewedAt).String(), "expires_in=" + l.ExpiresAt.Sub(s.Now).String()}}, false, "")
-	case expired && l.Owner != "" && s.Now.Sub(l.ExpiresAt) > s.StaleAfter &&
+	case expired && l.Owner != "" && !sessionOwned(l.Owner) && s.Now.Sub(l.ExpiresAt) > s.StaleAfter &&
 		c != nil && (c.State == StateCatchingUp || c.State == StateRetrying) && !c.UpdatedAt.After(l.ExpiresAt):
 		d.emit(LeaseFresh, rec, before, expected, RootCause{Code: CauseClaimAbandoned, Confidence: Likely,
 			Hint:     "the holder's lease expired mid-work and nobody took over since: the holder died without releasing it",

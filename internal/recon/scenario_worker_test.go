@@ -134,6 +134,27 @@ func workerScenarios() []scenario {
 			mutate: func(s *Snapshot) {
 				s.SQL.Lease.ExpiresAt, s.SQL.Lease.RenewedAt = fxNow.Add(-time.Hour), fxNow.Add(-time.Hour)
 			}},
+		// A repair's session takes the scope's lease (the takeover is what
+		// releases a dead holder's claim) and releases it at its end: the
+		// row keeps the session's owner with expires_at = the end. The
+		// cursor it leaves stuck is the worker's to move, not the session's:
+		// still reported (cursor.progress), the lease is not held past expiry.
+		{name: "lease.fresh: a lease a repair session released at its end is not held past expiry",
+			mutate: func(s *Snapshot) {
+				stale(s, StateCatchingUp, 20*time.Minute)
+				s.SQL.Lease.Owner, s.SQL.Lease.Fence = RepairLeaseOwnerPrefix+"plan-1-x", 4
+				s.SQL.Lease.ExpiresAt, s.SQL.Lease.RenewedAt = fxNow.Add(-10*time.Minute), fxNow.Add(-10*time.Minute-time.Second)
+			},
+			want:    []string{"cursor.progress@" + cursor + "=scope_stuck"},
+			actions: []string{"trigger_cycle:" + cursor}},
+		{name: "lease.fresh: a lease a rehearsal released at its end is not held past expiry",
+			mutate: func(s *Snapshot) {
+				stale(s, StateCatchingUp, 20*time.Minute)
+				s.SQL.Lease.Owner, s.SQL.Lease.Fence = RehearsalLeaseOwnerPrefix+"recon-s-1", 4
+				s.SQL.Lease.ExpiresAt, s.SQL.Lease.RenewedAt = fxNow.Add(-10*time.Minute), fxNow.Add(-10*time.Minute-time.Second)
+			},
+			want:    []string{"cursor.progress@" + cursor + "=scope_stuck"},
+			actions: []string{"trigger_cycle:" + cursor}},
 		{name: "run.single_selected: two selected runs are manual",
 			mutate: func(s *Snapshot) {
 				r := s.SQL.Runs[0]

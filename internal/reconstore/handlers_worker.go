@@ -30,15 +30,42 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// releaseLease clears the owner of a lease held past expiry (irreversible).
-// It cannot run under the scope's lease (the dead holder has it), so it takes
-// the projection write lock and the lease row FOR UPDATE itself, and writes
-// only when the row is still Before AND expired by the database clock: an
-// unexpired lease's page may still be running. The fence and expiry stay, so
-// the next owner's AcquireLease increments the fence (FR-APR08); the row is
-// never deleted (that would reset the fence).
+// releaseLease ends the claim of a lease held past expiry (irreversible).
+// The dead holder's claim is released once the row's fence has moved past
+// Before's (FR-APR08: a write of the old fence can never commit), which
+// happens one of two ways:
+//
+//   - inside an apply, the workflow's session took the scope's lease before
+//     the first handler (reconstore.leaseSession): AcquireLease takes over
+//     only an expired lease and increments its fence, so that takeover IS
+//     the release. The handler finds the row held by this very session
+//     (owner and fence of h.Lease, unexpired) with a fence beyond Before's:
+//     the After is reached and nothing more is written. The session's own
+//     release at its end leaves the row to the worker, whose AcquireLease
+//     increments the fence again;
+//   - without a session (a rehearsal, which must not take the lease: see
+//     Workflow.Rehearse), it takes the projection write lock and the lease
+//     row FOR UPDATE itself and clears the owner only while the row is still
+//     Before AND expired by the database clock: an unexpired lease's page
+//     may still be running. The fence and expiry stay, so the next owner's
+//     AcquireLease increments the fence; the row is never deleted (that
+//     would reset the fence).
+//
+// Anything else (another owner took the row, it was renewed) is
+// ErrRecordMoved and nothing is written.
 func (h *Handlers) releaseLease(ctx context.Context, a recon.Action) error {
 	scope := a.Target["scope"]
+	beforeFence, err := strconv.ParseInt(a.Before["fence"], 10, 64)
+	if err != nil {
+		return fmt.Errorf("reconstore: %s: fence %q in Before: %w", a.ID, a.Before["fence"], err)
+	}
+	// The session's lease, when this handler runs inside one.
+	var own *store.Lease
+	if h.Lease != nil {
+		if l, err := h.Lease(ctx, scope); err == nil {
+			own = &l
+		}
+	}
 	fn := func(tx pgx.Tx) error {
 		if err := store.WriteLock(ctx, tx, scope); err != nil {
 			return err
@@ -59,6 +86,8 @@ func (h *Handlers) releaseLease(ctx context.Context, a recon.Action) error {
 		switch {
 		case cur.Equal(a.After):
 			return nil
+		case own != nil && owner == own.Owner && fence == own.Fence && !expired && fence > beforeFence:
+			return nil // this session's takeover released Before's claim
 		case !cur.Equal(a.Before):
 			return moved(a, "Before", cur)
 		case !expired:

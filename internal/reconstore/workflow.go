@@ -37,9 +37,11 @@ const DefaultRepairLease = 30 * time.Second
 
 // Lease owner prefixes: a repair and a rehearsal are told apart from the
 // recovery worker (its manager identity) in projection_catchup_lease.owner.
+// recon's lease.fresh check knows them (a session's released lease is not
+// a claim held past expiry).
 const (
-	RepairOwnerPrefix    = "reconciliation/"
-	RehearsalOwnerPrefix = "reconciliation-dry-run/"
+	RepairOwnerPrefix    = recon.RepairLeaseOwnerPrefix
+	RehearsalOwnerPrefix = recon.RehearsalLeaseOwnerPrefix
 )
 
 // WorkflowConfig wires one deployment of reconciliation on PostgreSQL.
@@ -214,17 +216,35 @@ func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRun, error) {
 // is, independently of the others (the plan's actions target distinct
 // records, and each compares its record with its own Before). When the lease
 // cannot be taken (the recovery worker holds it) nothing is rehearsed.
+//
+// A plan that releases the scope's lease (release_lease: held past expiry by
+// a dead holder) is rehearsed WITHOUT taking the lease: taking it is the
+// release itself (AcquireLease takes over the expired lease and moves its
+// fence), irreversible and not yet approved, and the apply would then find
+// the claim gone and refuse plan_stale, so the repair could never be
+// applied. release_lease is then rehearsed on its own row (still Before and
+// expired by the database clock, rolled back) and trigger_cycle needs no
+// lease; an action that writes under the lease is reported not rehearsed.
 func (w *Workflow) Rehearse(ctx context.Context, plan *recon.Plan, id string) Rehearsal {
 	if plan == nil || len(plan.Actions) == 0 {
 		return Rehearsal{Ran: true}
 	}
-	s := *w.leases
-	s.prefix = RehearsalOwnerPrefix
-	hctx, end, err := s.Begin(ctx, plan.Scope, id)
-	if err != nil {
-		return Rehearsal{Reason: err.Error()}
+	hctx, without := ctx, ""
+	for _, a := range plan.Actions {
+		if a.Kind == recon.ActionReleaseLease {
+			without = "not rehearsed: the scope's lease is held past expiry and taking it for a rehearsal would release it (irreversible): "
+		}
 	}
-	defer end()
+	if without == "" {
+		s := *w.leases
+		s.prefix = RehearsalOwnerPrefix
+		c, end, err := s.Begin(ctx, plan.Scope, id)
+		if err != nil {
+			return Rehearsal{Reason: err.Error()}
+		}
+		defer end()
+		hctx = c
+	}
 	reg := w.dry.Registry()
 	r := Rehearsal{Ran: true}
 	for _, a := range plan.Actions {
@@ -233,6 +253,9 @@ func (w *Workflow) Rehearse(ctx context.Context, plan *recon.Plan, id string) Re
 			ar.Error = "no handler for " + string(a.Kind)
 		} else if err := h.Apply(hctx, a); err != nil {
 			ar.Error = err.Error()
+			if a.Kind != recon.ActionReleaseLease {
+				ar.Error = without + ar.Error
+			}
 		}
 		r.Actions = append(r.Actions, ar)
 	}
