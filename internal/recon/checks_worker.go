@@ -230,13 +230,21 @@ func checkLease(d *detector) {
 		d.emit(LeaseFresh, rec, before, expected, RootCause{Code: CauseHolderNotRenewing, Confidence: conf,
 			Hint:     "the holder stopped renewing but the lease is unexpired: it blocks takeover until " + ts(l.ExpiresAt) + "; its page may still be running",
 			Evidence: []string{"owner=" + l.Owner, "renewed_age=" + s.Now.Sub(l.RenewedAt).String(), "expires_in=" + l.ExpiresAt.Sub(s.Now).String()}}, false, "")
-	case expired && l.Owner != "" && !sessionOwned(l.Owner) && s.Now.Sub(l.ExpiresAt) > s.StaleAfter &&
+	case expired && l.Owner != "" && !sessionOwned(l.Owner) && !released(l) && s.Now.Sub(l.ExpiresAt) > s.StaleAfter &&
 		c != nil && (c.State == StateCatchingUp || c.State == StateRetrying) && !c.UpdatedAt.After(l.ExpiresAt):
 		d.emit(LeaseFresh, rec, before, expected, RootCause{Code: CauseClaimAbandoned, Confidence: Likely,
 			Hint:     "the holder's lease expired mid-work and nobody took over since: the holder died without releasing it",
 			Evidence: []string{"owner=" + l.Owner, "expired_age=" + s.Now.Sub(l.ExpiresAt).String(), "cursor_state=" + c.State}}, false, "")
 	}
 }
+
+// released reports a lease its holder gave up (store.ReleaseLease and
+// ReleaseAll stamp renewed_at = expires_at = the release), as opposed to one
+// whose holder died: a live holder renews ahead of the expiry (renewed_at +
+// the lease duration = expires_at), so only a release leaves renewed_at at or
+// past expires_at. Without this a clean shutdown mid-catch-up would look like
+// an abandoned claim once staleAfter passed.
+func released(l *LeaseRow) bool { return !l.RenewedAt.Before(l.ExpiresAt) }
 
 func runsRecord(scope string) Record {
 	return Record{Table: TableRuns, Identity: Fields{"scope": scope}}

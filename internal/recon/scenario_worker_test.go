@@ -155,6 +155,17 @@ func workerScenarios() []scenario {
 			},
 			want:    []string{"cursor.progress@" + cursor + "=scope_stuck"},
 			actions: []string{"trigger_cycle:" + cursor}},
+		// A worker's own release (shutdown, deletion: store.ReleaseLease and
+		// ReleaseAll stamp renewed_at = expires_at) is not a death: the row
+		// looks like a dead holder's except for that stamp.
+		{name: "lease.fresh: a lease its worker released is not held past expiry",
+			mutate: func(s *Snapshot) {
+				stale(s, StateCatchingUp, 20*time.Minute)
+				s.SQL.Lease.Owner, s.SQL.Lease.Fence = "manager-a", 4
+				s.SQL.Lease.ExpiresAt, s.SQL.Lease.RenewedAt = fxNow.Add(-10*time.Minute), fxNow.Add(-10*time.Minute)
+			},
+			want:    []string{"cursor.progress@" + cursor + "=scope_stuck"},
+			actions: []string{"trigger_cycle:" + cursor}},
 		{name: "run.single_selected: two selected runs are manual",
 			mutate: func(s *Snapshot) {
 				r := s.SQL.Runs[0]

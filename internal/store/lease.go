@@ -87,10 +87,12 @@ RETURNING expires_at`, l.Scope, l.Owner, l.Fence, ttl.Microseconds()).Scan(&out.
 }
 
 // ReleaseLease expires our lease now (the row stays, so the fence keeps
-// counting). Releasing a lease we no longer hold is a no-op.
+// counting). Releasing a lease we no longer hold is a no-op. renewed_at is
+// stamped with the same instant: renewed_at >= expires_at is how a release
+// is told apart from a holder that died (reconciliation's lease.fresh).
 func (s *Store) ReleaseLease(ctx context.Context, l Lease) error {
 	_, err := s.pool.Exec(ctx, `
-UPDATE projection_catchup_lease SET expires_at = clock_timestamp()
+UPDATE projection_catchup_lease SET (expires_at, renewed_at) = (SELECT c, c FROM clock_timestamp() AS c)
  WHERE scope = $1 AND owner = $2 AND fence = $3 AND expires_at > clock_timestamp()`, l.Scope, l.Owner, l.Fence)
 	return dbErr("store: release lease", err)
 }
@@ -98,7 +100,7 @@ UPDATE projection_catchup_lease SET expires_at = clock_timestamp()
 // ReleaseAll expires every lease held by owner (shutdown, FR-APR10).
 func (s *Store) ReleaseAll(ctx context.Context, owner string) error {
 	_, err := s.pool.Exec(ctx, `
-UPDATE projection_catchup_lease SET expires_at = clock_timestamp()
+UPDATE projection_catchup_lease SET (expires_at, renewed_at) = (SELECT c, c FROM clock_timestamp() AS c)
  WHERE owner = $1 AND expires_at > clock_timestamp()`, owner)
 	return dbErr("store: release all leases", err)
 }
