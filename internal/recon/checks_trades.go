@@ -121,7 +121,7 @@ func checkTrades(d *detector) {
 			firstBySeq[r.TradeSeq] = i
 		}
 
-		src := d.srcTrades[r.TradeID]
+		src, _ := d.srcTrade(r.TradeID)
 		if src != nil && r.Seq != nil && *r.Seq == src.Seq && r.BookingStatus == BookingBooked && sameTrade(r, src) {
 			continue // the clean path: nothing allocated
 		}
@@ -239,7 +239,7 @@ func (d *detector) duplicateTradeSeq(seq int64, rows []int) {
 	keep := ""
 	for _, i := range rows {
 		r := &d.s.SQL.Trades[i]
-		if src := d.srcTrades[r.TradeID]; src != nil && src.TradeSeq == r.TradeSeq {
+		if src, _ := d.srcTrade(r.TradeID); src != nil && src.TradeSeq == r.TradeSeq {
 			keep = r.TradeID
 			break
 		}
