@@ -89,6 +89,7 @@ func readSQL(ctx context.Context, pool *pgxpool.Pool, scope string, s *recon.Sna
 		return fmt.Errorf("row counts: %w", err)
 	}
 	s.SQL.Trades, s.SQL.Orders, s.SQL.OrderEvents = sized[recon.TradeRow](trades), sized[recon.OrderRow](orders), sized[recon.OrderRow](events)
+	in.sizeIDs(trades + orders)
 	steps := []struct {
 		what string
 		run  func() error
