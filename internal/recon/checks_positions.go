@@ -67,7 +67,7 @@ type fill struct {
 func (f fillRef) of(s *Snapshot) fill {
 	if f.row {
 		r := &s.SQL.Trades[f.i]
-		return fill{seq: *r.Seq, tradeSeq: r.TradeSeq, leg: f.leg, qty: r.Quantity, price: r.Price}
+		return fill{seq: int64(r.Seq), tradeSeq: r.TradeSeq, leg: f.leg, qty: r.Quantity, price: r.Price}
 	}
 	t := &s.Source.Trades[f.i]
 	return fill{seq: t.Seq, tradeSeq: t.TradeSeq, leg: f.leg, qty: t.Quantity, price: t.Price}
@@ -216,7 +216,7 @@ func checkPositions(d *detector) {
 	}
 	for i := range s.SQL.Trades {
 		r := &s.SQL.Trades[i]
-		if d.sqlTrades[r.TradeID] != r || r.Seq == nil || d.orphan[r.TradeID] {
+		if d.sqlTrades[r.TradeID] != r || !r.Seq.Valid() || d.orphan[r.TradeID] {
 			continue // a duplicate primary key, legacy history, or an orphan
 		}
 		if src, j := d.srcTrade(r.TradeID); src != nil {
@@ -225,7 +225,7 @@ func checkPositions(d *detector) {
 			}
 			continue
 		}
-		if *r.Seq > d.b && r.BookingStatus == BookingBooked {
+		if seq, _ := r.Seq.Get(); seq > d.b && r.BookingStatus == BookingBooked {
 			addRow(i)
 		}
 	}

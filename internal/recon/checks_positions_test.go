@@ -55,7 +55,7 @@ func TestPositions_SortFillsIsPositionOrder(t *testing.T) {
 			{Seq: 5, TradeSeq: 9, Quantity: q, Price: q},
 			{Seq: 7, TradeSeq: 1, Quantity: q, Price: q},
 		}},
-		SQL: SQLSide{Trades: []TradeRow{{Seq: i64(6), TradeSeq: 4, Quantity: q, Price: q}}},
+		SQL: SQLSide{Trades: []TradeRow{{Seq: Seq(6), TradeSeq: 4, Quantity: q, Price: q}}},
 	}
 	src := func(i uint32, leg uint8) fillRef { return fillRef{i: i, leg: leg} }
 	row := func(i uint32, leg uint8) fillRef { return fillRef{i: i, leg: leg, row: true} }
@@ -77,5 +77,46 @@ func TestPositions_SortFillsIsPositionOrder(t *testing.T) {
 				t.Fatalf("sortFills(%v) = %v, want %v", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+// RowSeq: NULL is the sentinel, every consensus seq round-trips, and the
+// one value that collides with the sentinel is refused, from a scanned
+// value and through database/sql's Scanner alike.
+func TestRowSeq_NullSentinelAndRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		src     any
+		want    RowSeq
+		valid   bool
+		wantErr bool
+	}{
+		{"NULL", nil, NullSeq, false, false},
+		{"genesis-adjacent seq", int64(1), Seq(1), true, false},
+		{"zero is a value, not NULL", int64(0), Seq(0), true, false},
+		{"largest seq", int64(1<<63 - 1), Seq(1<<63 - 1), true, false},
+		{"the sentinel's value is refused", int64(-1 << 63), NullSeq, false, true},
+		{"not an integer", "7", NullSeq, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s RowSeq
+			err := s.Scan(tc.src)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Scan(%v) error %v, want error %v", tc.src, err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if s != tc.want || s.Valid() != tc.valid {
+				t.Fatalf("Scan(%v) = %v (valid %v), want %v (valid %v)", tc.src, s, s.Valid(), tc.want, tc.valid)
+			}
+			v, ok := tc.src.(int64)
+			if got, err := SeqFromSQL(v, ok); err != nil || got != tc.want {
+				t.Fatalf("SeqFromSQL(%d, %v) = %v, %v", v, ok, got, err)
+			}
+		})
+	}
+	if NullSeq.String() != "" || Seq(42).String() != "42" {
+		t.Fatalf("String: %q %q", NullSeq.String(), Seq(42).String())
 	}
 }
