@@ -156,10 +156,9 @@ func heapObjects() uint64 {
 // the peak is ~2.3x it (GOGC pacing during the read, whose live heap is the
 // snapshot so far plus the intern tables and the page in flight).
 // Branch recon-mem2 (row seqs as values, the id intern table sized once,
-// 8-byte position fills): peak 245 / 976 MiB, the 1 GiB goal met; at 250k
-// events 103,600 events/s at both sizes, t(4N)/t(N) 4.02-4.05 (quiet), and
-// at 1M 81,591 / 41,768 events/s, t(4N)/t(N) 7.8 in a run that shared the
-// 2 cores with another suite (load 2.4): the time goal needs a quiet rerun.
+// 8-byte position fills), quiet run: 86,584 / 83,691 events/s, t(4N)/t(N)
+// 4.13, peak 244 / 966 MiB: both goals met. (A run sharing the 2 cores with
+// another suite, load 2.4: 81,591 / 41,768 events/s, ratio 7.8, peak 976.)
 func BenchmarkDetect_CleanScope(b *testing.B) {
 	n4 := benchEvents()
 	small, large := cleanWorld(b, n4/4), cleanWorld(b, n4)
