@@ -31,7 +31,7 @@ func orderRecord(id string) Record {
 }
 
 func orderRowFields(r *OrderRow) Fields {
-	return Fields{"order_id": r.OrderID, "version": itoa(r.Version), "seq": optSeq(r.Seq), "account": r.Account,
+	return Fields{"order_id": r.OrderID, "version": itoa(r.Version), "seq": r.Seq.String(), "account": r.Account,
 		"instrument": r.Instrument, "side": r.Side, "price": dec(r.Price), "quantity": dec(r.Quantity),
 		"remaining": dec(r.Remaining), "status": r.Status, "ts": ts(r.TS)}
 }
@@ -157,7 +157,7 @@ func checkOrders(d *detector) {
 		}
 		cur[r.OrderID] = r
 		w := want[r.OrderID]
-		rewound := r.Seq != nil && w != nil && w.Version > r.Version
+		rewound := r.Seq.Valid() && w != nil && w.Version > r.Version
 		sv, _ := src(orderKey{r.OrderID, r.Version})
 		// The desired current row: the newest verified version when the row
 		// is behind it, else the source event of the row's own version.
@@ -197,7 +197,8 @@ func fieldsOfOrder(o *wire.Order) Fields {
 // current row: the newest verified version). Fields are built only on
 // drift: a clean scope allocates none.
 func (d *detector) compareOrder(table string, r *OrderRow, sv, want *wire.Order) {
-	if r.Seq != nil && sv != nil && *r.Seq == sv.Seq && sameOrder(r, sv) {
+	seq, hasSeq := r.Seq.Get()
+	if hasSeq && sv != nil && seq == sv.Seq && sameOrder(r, sv) {
 		return
 	}
 	rec := orderEventRecord(r.OrderID, r.Version)
@@ -209,31 +210,31 @@ func (d *detector) compareOrder(table string, r *OrderRow, sv, want *wire.Order)
 	}
 	before, expected := orderRowFields(r), fieldsOfOrder(want)
 	switch {
-	case r.Seq == nil:
+	case !hasSeq:
 		d.emit(OrderVersionAgrees, rec, before, expected, RootCause{Code: CauseLegacyRow, Confidence: Likely,
 			Hint:     "the row carries no consensus seq: unknown legacy history",
 			Evidence: []string{"seq=NULL", "version=" + itoa(r.Version)}}, false, "")
 		return
-	case sv == nil && *r.Seq <= d.b:
+	case sv == nil && seq <= d.b:
 		d.emit(OrderPresentInSource, rec, before, nil, RootCause{Code: CauseNotInConsensus, Confidence: Likely,
 			Hint:     "the version sits at or below the source boundary yet the consensus never emitted it",
-			Evidence: []string{"seq=" + itoa(*r.Seq), "boundary=" + itoa(d.b)}}, true, "")
+			Evidence: []string{"seq=" + itoa(seq), "boundary=" + itoa(d.b)}}, true, "")
 		return
 	case sv == nil:
 		return // past B: not verifiable
 	}
 	diff := orderDiff(r, sv)
-	if *r.Seq == sv.Seq && len(diff) == 0 {
+	if seq == sv.Seq && len(diff) == 0 {
 		return
 	}
 	cause := RootCause{Code: CauseRowMismatch, Confidence: Likely,
 		Hint:     "the row differs from the SQL representation of its source event: a writer stored other values",
 		Evidence: []string{"fields=" + strings.Join(diff, "|")}}
 	switch {
-	case *r.Seq != sv.Seq:
+	case seq != sv.Seq:
 		cause = RootCause{Code: CauseProvenanceConflict, Confidence: Likely,
 			Hint:     "the row carries another consensus seq than its source event",
-			Evidence: []string{"row_seq=" + itoa(*r.Seq), "source_seq=" + itoa(sv.Seq), "fields=" + strings.Join(diff, "|")}}
+			Evidence: []string{"row_seq=" + itoa(seq), "source_seq=" + itoa(sv.Seq), "fields=" + strings.Join(diff, "|")}}
 	case overPrecise(r.Price, r.Quantity, r.Remaining, sv.Price, sv.Quantity, sv.Remaining) && onlyOrderAmounts(diff):
 		cause = RootCause{Code: CausePrecisionMismatch, Confidence: Likely,
 			Hint:     "an amount carries more than 12 decimal places: fix the converter, not the number",

@@ -30,7 +30,7 @@ func tradeRecord(id string) Record {
 }
 
 func tradeRowFields(r *TradeRow) Fields {
-	return Fields{"trade_id": r.TradeID, "trade_seq": itoa(r.TradeSeq), "seq": optSeq(r.Seq), "instrument": r.Instrument,
+	return Fields{"trade_id": r.TradeID, "trade_seq": itoa(r.TradeSeq), "seq": r.Seq.String(), "instrument": r.Instrument,
 		"price": dec(r.Price), "quantity": dec(r.Quantity), "buy_order_id": r.BuyOrderID, "sell_order_id": r.SellOrderID,
 		"buy_account": r.BuyAccount, "sell_account": r.SellAccount, "ts": ts(r.TS), "booking_status": r.BookingStatus,
 		"written_by": r.WrittenBy}
@@ -121,13 +121,14 @@ func checkTrades(d *detector) {
 			firstBySeq[r.TradeSeq] = i
 		}
 
-		src := d.srcTrades[r.TradeID]
-		if src != nil && r.Seq != nil && *r.Seq == src.Seq && r.BookingStatus == BookingBooked && sameTrade(r, src) {
+		src, _ := d.srcTrade(r.TradeID)
+		seq, hasSeq := r.Seq.Get()
+		if src != nil && hasSeq && seq == src.Seq && r.BookingStatus == BookingBooked && sameTrade(r, src) {
 			continue // the clean path: nothing allocated
 		}
 		rel := relatedKeys(bk, sk)
 		switch {
-		case r.Seq == nil:
+		case !hasSeq:
 			d.legacy[r.TradeID] = true
 			d.emit(TradeProvenance, tradeRecord(r.TradeID), tradeRowFields(r), fieldsOrNil(src),
 				RootCause{Code: CauseLegacyRow, Confidence: Likely,
@@ -135,12 +136,12 @@ func checkTrades(d *detector) {
 					Evidence: []string{"seq=NULL", "written_by=" + r.WrittenBy}}, false, "", rel...)
 			d.markKey(bk, "trade "+r.TradeID+" legacy")
 			d.markKey(sk, "trade "+r.TradeID+" legacy")
-		case src == nil && *r.Seq <= d.b:
+		case src == nil && seq <= d.b:
 			d.orphan[r.TradeID] = true
 			d.emit(TradePresentInSource, tradeRecord(r.TradeID), tradeRowFields(r), nil,
 				RootCause{Code: CauseNotInConsensus, Confidence: Likely,
 					Hint:     "the row sits at or below the source boundary yet the consensus never emitted it: written outside the consensus (replayed, forged or hand-written)",
-					Evidence: []string{"seq=" + itoa(*r.Seq), "boundary=" + itoa(d.b), "written_by=" + r.WrittenBy}},
+					Evidence: []string{"seq=" + itoa(seq), "boundary=" + itoa(d.b), "written_by=" + r.WrittenBy}},
 				true, "", rel...)
 			d.markKey(bk, "trade "+r.TradeID+" orphan")
 			d.markKey(sk, "trade "+r.TradeID+" orphan")
@@ -186,12 +187,13 @@ func fieldsOrNil(t *wire.Trade) Fields {
 func (d *detector) compareTrade(r *TradeRow, src *wire.Trade, rel []string, bk, sk posKey) {
 	rec, before, want := tradeRecord(r.TradeID), tradeRowFields(r), srcTradeFields(src)
 	drift := false
-	if *r.Seq != src.Seq {
+	seq, _ := r.Seq.Get() // set: legacy rows are never compared
+	if seq != src.Seq {
 		drift = true
 		d.emit(TradeProvenance, rec, before, want,
 			RootCause{Code: CauseProvenanceConflict, Confidence: Likely,
 				Hint:     "the row carries another consensus seq than its source event: it was re-sequenced or written from another history",
-				Evidence: []string{"row_seq=" + itoa(*r.Seq), "source_seq=" + itoa(src.Seq)}}, false, "", rel...)
+				Evidence: []string{"row_seq=" + itoa(seq), "source_seq=" + itoa(src.Seq)}}, false, "", rel...)
 	}
 	if diff := tradeDiff(r, src); len(diff) > 0 {
 		drift = true
@@ -239,7 +241,7 @@ func (d *detector) duplicateTradeSeq(seq int64, rows []int) {
 	keep := ""
 	for _, i := range rows {
 		r := &d.s.SQL.Trades[i]
-		if src := d.srcTrades[r.TradeID]; src != nil && src.TradeSeq == r.TradeSeq {
+		if src, _ := d.srcTrade(r.TradeID); src != nil && src.TradeSeq == r.TradeSeq {
 			keep = r.TradeID
 			break
 		}

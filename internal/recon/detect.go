@@ -70,7 +70,7 @@ type detector struct {
 
 	v, b int64 // the cursor's verified-through seq (0 without a cursor) and the source boundary B
 
-	srcTrades map[string]*wire.Trade
+	srcTrades map[string]int       // first source trade per trade_id: its index in Source.Trades
 	sqlTrades map[string]*TradeRow // first row per trade_id
 	orphan    map[string]bool      // SQL trade ids absent from the source at seq <= B
 	legacy    map[string]bool      // SQL trade ids without a consensus seq
@@ -82,7 +82,7 @@ type detector struct {
 
 func newDetector(s *Snapshot) *detector {
 	d := &detector{s: s, corr: correlate(s), b: s.Source.Boundary,
-		srcTrades: make(map[string]*wire.Trade, len(s.Source.Trades)),
+		srcTrades: make(map[string]int, len(s.Source.Trades)),
 		sqlTrades: make(map[string]*TradeRow, len(s.SQL.Trades)),
 		orphan:    map[string]bool{}, legacy: map[string]bool{}, keyDrift: map[posKey][]string{},
 		accounts: map[string]bool{}}
@@ -92,7 +92,7 @@ func newDetector(s *Snapshot) *detector {
 	for i := range s.Source.Trades {
 		t := &s.Source.Trades[i]
 		if _, dup := d.srcTrades[t.TradeID]; !dup {
-			d.srcTrades[t.TradeID] = t
+			d.srcTrades[t.TradeID] = i
 		}
 		d.accounts[t.BuyAccount] = true
 		d.accounts[t.SellAccount] = true
@@ -146,6 +146,15 @@ func (d *detector) emit(id InvariantID, rec Record, before, expected Fields, cau
 	scrubFinding(&f)
 	f.ID = string(id) + "@" + f.Record.Key()
 	d.findings = append(d.findings, f)
+}
+
+// srcTrade is the first source trade with the id and its index in
+// Source.Trades, or nil and -1.
+func (d *detector) srcTrade(id string) (*wire.Trade, int) {
+	if i, ok := d.srcTrades[id]; ok {
+		return &d.s.Source.Trades[i], i
+	}
+	return nil, -1
 }
 
 // markKey notes a trade drift on a key: the key's derivation inputs are not

@@ -101,13 +101,13 @@ func mirror(s *Snapshot, v int64) SQLSide {
 	var q SQLSide
 	src := &s.Source
 	for _, t := range src.Trades {
-		q.Trades = append(q.Trades, TradeRow{TradeID: t.TradeID, TradeSeq: t.TradeSeq, Seq: i64(t.Seq), Instrument: t.Instrument,
+		q.Trades = append(q.Trades, TradeRow{TradeID: t.TradeID, TradeSeq: t.TradeSeq, Seq: Seq(t.Seq), Instrument: t.Instrument,
 			Price: t.Price, Quantity: t.Quantity, BuyOrderID: t.BuyOrderID, SellOrderID: t.SellOrderID, BuyAccount: t.BuyAccount,
 			SellAccount: t.SellAccount, TS: tsSQL(t.TS), BookingStatus: "BOOKED", WrittenBy: "live"})
 	}
 	cur := map[string]int{}
 	for _, o := range src.Orders {
-		row := OrderRow{OrderID: o.OrderID, Version: o.Version, Seq: i64(o.Seq), Account: o.Account, Instrument: o.Instrument,
+		row := OrderRow{OrderID: o.OrderID, Version: o.Version, Seq: Seq(o.Seq), Account: o.Account, Instrument: o.Instrument,
 			Side: string(o.Side), Price: o.Price, Quantity: o.Quantity, Remaining: o.Remaining, Status: string(o.Status), TS: tsSQL(o.TS)}
 		q.OrderEvents = append(q.OrderEvents, row)
 		if i, ok := cur[o.OrderID]; ok {

@@ -172,7 +172,7 @@ func TestScrub_RedactedFindingIsManual(t *testing.T) {
 		reason string
 	}{
 		{"identity", func(s *Snapshot) {
-			s.SQL.Trades = append(s.SQL.Trades, TradeRow{TradeID: "postgres://app:hunter2@db/x", TradeSeq: 999, Seq: i64(5), Instrument: "BTC-USD",
+			s.SQL.Trades = append(s.SQL.Trades, TradeRow{TradeID: "postgres://app:hunter2@db/x", TradeSeq: 999, Seq: Seq(5), Instrument: "BTC-USD",
 				Price: d("1"), Quantity: d("1"), BuyAccount: "acc-2", SellAccount: "acc-7", BookingStatus: "BOOKED", WrittenBy: "live"})
 		}, "security incident"},
 		{"values", func(s *Snapshot) {

@@ -66,7 +66,7 @@ func orderScenarios() []scenario {
 		{name: "order.present_in_source: a version past B is not verifiable, not drift",
 			mutate: func(s *Snapshot) {
 				e := *s.event("ob-1", 1)
-				e.OrderID, e.Seq = "o-new", i64(99)
+				e.OrderID, e.Seq = "o-new", Seq(99)
 				s.SQL.OrderEvents = append(s.SQL.OrderEvents, e)
 				s.SQL.Orders = append(s.SQL.Orders, e)
 			}},
@@ -121,11 +121,11 @@ func orderScenarios() []scenario {
 				}
 			}},
 		{name: "order.version_agrees: re-sequenced row is a provenance conflict, rewritten",
-			mutate:  func(s *Snapshot) { s.event("ob-2", 1).Seq = i64(4) },
+			mutate:  func(s *Snapshot) { s.event("ob-2", 1).Seq = Seq(4) },
 			want:    []string{"order.version_agrees@" + ev("ob-2", "1") + "=provenance_conflict"},
 			actions: []string{"rewrite_order_version:" + ev("ob-2", "1")}},
 		{name: "order.version_agrees: a legacy current row is manual",
-			mutate: func(s *Snapshot) { s.order("os-5").Seq = nil },
+			mutate: func(s *Snapshot) { s.order("os-5").Seq = NullSeq },
 			want:   []string{"order.version_agrees@" + cur("os-5") + "=legacy_row"},
 			manual: map[string]string{"order.version_agrees@" + cur("os-5"): "legacy history"}},
 		{name: "order.never_rewound: a current row behind its verified version is rewritten forward",

@@ -105,7 +105,7 @@ func TestScenario_Trades(t *testing.T) { runScenarios(t, tradeScenarios()) }
 
 func tradeScenarios() []scenario {
 	orphan := func(s *Snapshot) {
-		s.SQL.Trades = append(s.SQL.Trades, TradeRow{TradeID: "t-x", TradeSeq: 999, Seq: i64(5), Instrument: "BTC-USD", Price: d("100"),
+		s.SQL.Trades = append(s.SQL.Trades, TradeRow{TradeID: "t-x", TradeSeq: 999, Seq: Seq(5), Instrument: "BTC-USD", Price: d("100"),
 			Quantity: d("1"), BuyOrderID: "ob-x", SellOrderID: "os-x", BuyAccount: "acc-2", SellAccount: "acc-7", TS: fxBaseTS,
 			BookingStatus: "BOOKED", WrittenBy: "live"})
 		// The live projector applied it to both keys.
@@ -195,7 +195,7 @@ func tradeScenarios() []scenario {
 		{name: "trade.identity_unique: no verified copy is manual",
 			mutate: func(s *Snapshot) {
 				for _, id := range []string{"t-y1", "t-y2"} {
-					s.SQL.Trades = append(s.SQL.Trades, TradeRow{TradeID: id, TradeSeq: 500, Seq: i64(100), Instrument: "BTC-USD", Price: d("100"),
+					s.SQL.Trades = append(s.SQL.Trades, TradeRow{TradeID: id, TradeSeq: 500, Seq: Seq(100), Instrument: "BTC-USD", Price: d("100"),
 						Quantity: d("1"), BuyOrderID: "ob-y", SellOrderID: "os-y", BuyAccount: "acc-2", SellAccount: "acc-7", TS: fxBaseTS,
 						BookingStatus: "BOOKED", WrittenBy: "live"})
 				}
@@ -209,11 +209,11 @@ func tradeScenarios() []scenario {
 			want:   []string{"trade.booking_accepted@trades/trade_id=t-4=booking_rejected"},
 			manual: map[string]string{"trade.booking_accepted@trades/trade_id=t-4": "a human decides"}},
 		{name: "trade.provenance: legacy row (seq NULL) is manual",
-			mutate: func(s *Snapshot) { s.trade("t-5").Seq = nil },
+			mutate: func(s *Snapshot) { s.trade("t-5").Seq = NullSeq },
 			want:   []string{"trade.provenance@trades/trade_id=t-5=legacy_row"},
 			manual: map[string]string{"trade.provenance@trades/trade_id=t-5": "a human decides"}},
 		{name: "trade.provenance: re-sequenced row is manual",
-			mutate: func(s *Snapshot) { s.trade("t-5").Seq = i64(9) },
+			mutate: func(s *Snapshot) { s.trade("t-5").Seq = Seq(9) },
 			want:   []string{"trade.provenance@trades/trade_id=t-5=provenance_conflict"},
 			manual: map[string]string{"trade.provenance@trades/trade_id=t-5": "a human decides"}},
 	}

@@ -18,6 +18,8 @@ package recon
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -116,11 +118,11 @@ func (s *SourceSide) Empty() bool {
 	return len(s.Trades) == 0 && len(s.Orders) == 0 && len(s.Openings) == 0
 }
 
-// TradeRow is a trades row. Seq nil is unknown legacy history.
+// TradeRow is a trades row. Seq NullSeq is unknown legacy history.
 type TradeRow struct {
 	TradeID       string
 	TradeSeq      int64
-	Seq           *int64
+	Seq           RowSeq
 	Instrument    string
 	Price         decimal.Decimal
 	Quantity      decimal.Decimal
@@ -133,11 +135,12 @@ type TradeRow struct {
 	WrittenBy     string    // live / recovery
 }
 
-// OrderRow is an orders or order_events row. Seq nil is unknown legacy history.
+// OrderRow is an orders or order_events row. Seq NullSeq is unknown legacy
+// history.
 type OrderRow struct {
 	OrderID    string
 	Version    int64
-	Seq        *int64
+	Seq        RowSeq
 	Account    string
 	Instrument string
 	Side       string
@@ -146,6 +149,66 @@ type OrderRow struct {
 	Remaining  decimal.Decimal
 	Status     string
 	TS         time.Time
+}
+
+// RowSeq is a trade or order row's consensus seq, NullSeq for SQL NULL
+// (unknown legacy history). A value, not a *int64: the snapshot holds one
+// per trade, order and order version (over a million rows at 1M events),
+// and a pointer costs its 8 bytes plus an 8-byte allocation per row, alive
+// for the whole read and detection. The type differs from int64 on
+// purpose: a comparison with a seq does not compile without going through
+// Get or Valid, so no check can mistake NULL for a very old seq.
+type RowSeq int64
+
+// NullSeq is SQL NULL. It is math.MinInt64, which no consensus seq can be:
+// a stored seq with that value is refused when read (RowSeq.Scan,
+// SeqFromSQL), never taken for NULL.
+const NullSeq RowSeq = math.MinInt64
+
+// Seq is the RowSeq of a known seq.
+func Seq(v int64) RowSeq { return RowSeq(v) }
+
+// Valid: the row carries a consensus seq.
+func (s RowSeq) Valid() bool { return s != NullSeq }
+
+// Get returns the seq and whether the row carries one.
+func (s RowSeq) Get() (int64, bool) { return int64(s), s != NullSeq }
+
+// String is the seq in decimal, "" for NULL (as Fields render it).
+func (s RowSeq) String() string {
+	if !s.Valid() {
+		return ""
+	}
+	return itoa(int64(s))
+}
+
+// SeqFromSQL converts a scanned bigint (valid false: NULL). The one value
+// that collides with NullSeq is refused: reading it as NULL would turn a
+// corrupt row into legacy history.
+func SeqFromSQL(v int64, valid bool) (RowSeq, error) {
+	switch {
+	case !valid:
+		return NullSeq, nil
+	case RowSeq(v) == NullSeq:
+		return NullSeq, fmt.Errorf("recon: seq %d is not a consensus seq", v)
+	}
+	return RowSeq(v), nil
+}
+
+// Scan implements database/sql.Scanner (NULL or an int64), so a RowSeq can
+// be scanned directly; the provider scans a value type instead to allocate
+// nothing per row.
+func (s *RowSeq) Scan(src any) error {
+	var err error
+	switch v := src.(type) {
+	case nil:
+		*s = NullSeq
+	case int64:
+		*s, err = SeqFromSQL(v, true)
+	default:
+		err = fmt.Errorf("recon: cannot scan %T into a seq", src)
+	}
+	return err
 }
 
 // PositionRow is a positions row with its stored opening.

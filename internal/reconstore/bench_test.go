@@ -153,8 +153,12 @@ func heapObjects() uint64 {
 // checkOrders flag slice and fill references: 85,415 / 82,356 events/s,
 // t(4N)/t(N) 4.14 (4.96 in a run sharing the cores), peak 268 / 1,045 MiB.
 // The live snapshot at 4N is ~455 MB (order rows of both sides ~330 MB);
-// the peak is ~2.3x it (GOGC pacing plus detection's maps): the 1 GiB goal
-// is NOT met yet (2% over).
+// the peak is ~2.3x it (GOGC pacing during the read, whose live heap is the
+// snapshot so far plus the intern tables and the page in flight).
+// Branch recon-mem2 (row seqs as values, the id intern table sized once,
+// 8-byte position fills), quiet run: 86,584 / 83,691 events/s, t(4N)/t(N)
+// 4.13, peak 244 / 966 MiB: both goals met. (A run sharing the 2 cores with
+// another suite, load 2.4: 81,591 / 41,768 events/s, ratio 7.8, peak 976.)
 func BenchmarkDetect_CleanScope(b *testing.B) {
 	n4 := benchEvents()
 	small, large := cleanWorld(b, n4/4), cleanWorld(b, n4)

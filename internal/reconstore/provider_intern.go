@@ -60,6 +60,18 @@ func newInterner() *interner {
 	return &interner{strs: map[string]string{}, ids: map[string]string{}, decs: map[decKey]decimal.Decimal{}}
 }
 
+// sizeIDs allocates the identifier table for n ids (a trade id per trade,
+// an order id per order: the SQL side's exact counts, which a clean source
+// repeats) before any is added. Grown by inserts instead, the table splits
+// as it fills and averages far below its load limit: sized once, it holds
+// the same ids in about a quarter less memory, alive for the whole read,
+// where the read's heap peaks. An empty table only: it never drops entries.
+func (in *interner) sizeIDs(n int64) {
+	if len(in.ids) == 0 && n > 0 {
+		in.ids = make(map[string]string, min(n, idLimit))
+	}
+}
+
 // strsIn interns several strings of their own in place (the SQL side).
 func (in *interner) strsIn(ps ...*string) {
 	for _, p := range ps {

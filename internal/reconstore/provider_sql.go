@@ -89,6 +89,7 @@ func readSQL(ctx context.Context, pool *pgxpool.Pool, scope string, s *recon.Sna
 		return fmt.Errorf("row counts: %w", err)
 	}
 	s.SQL.Trades, s.SQL.Orders, s.SQL.OrderEvents = sized[recon.TradeRow](trades), sized[recon.OrderRow](orders), sized[recon.OrderRow](events)
+	in.sizeIDs(trades + orders)
 	steps := []struct {
 		what string
 		run  func() error
@@ -140,13 +141,17 @@ func readTrades(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide
 	}
 	defer rows.Close()
 	var n [2]pgtype.Numeric
+	var seq pgtype.Int8 // a value: scanning into the row's seq allocates nothing
 	for rows.Next() {
 		var r recon.TradeRow
-		if err := rows.Scan(&r.TradeID, &r.TradeSeq, &r.Seq, &r.Instrument, &n[0], &n[1], &r.BuyOrderID, &r.SellOrderID,
+		if err := rows.Scan(&r.TradeID, &r.TradeSeq, &seq, &r.Instrument, &n[0], &n[1], &r.BuyOrderID, &r.SellOrderID,
 			&r.BuyAccount, &r.SellAccount, &r.TS, &r.BookingStatus, &r.WrittenBy); err != nil {
 			return err
 		}
 		if err := in.numerics([]*decimal.Decimal{&r.Price, &r.Quantity}, n[:]); err != nil {
+			return fmt.Errorf("trade %s: %w", r.TradeID, err)
+		}
+		if r.Seq, err = recon.SeqFromSQL(seq.Int64, seq.Valid); err != nil {
 			return fmt.Errorf("trade %s: %w", r.TradeID, err)
 		}
 		in.strsIn(&r.Instrument, &r.BuyAccount, &r.SellAccount, &r.BookingStatus, &r.WrittenBy)
@@ -163,13 +168,17 @@ func readOrders(ctx context.Context, tx pgx.Tx, sql, scope string, out *[]recon.
 	}
 	defer rows.Close()
 	var n [3]pgtype.Numeric
+	var seq pgtype.Int8
 	for rows.Next() {
 		var r recon.OrderRow
-		if err := rows.Scan(&r.OrderID, &r.Version, &r.Seq, &r.Account, &r.Instrument, &r.Side, &n[0], &n[1], &n[2],
+		if err := rows.Scan(&r.OrderID, &r.Version, &seq, &r.Account, &r.Instrument, &r.Side, &n[0], &n[1], &n[2],
 			&r.Status, &r.TS); err != nil {
 			return err
 		}
 		if err := in.numerics([]*decimal.Decimal{&r.Price, &r.Quantity, &r.Remaining}, n[:]); err != nil {
+			return fmt.Errorf("order %s v%d: %w", r.OrderID, r.Version, err)
+		}
+		if r.Seq, err = recon.SeqFromSQL(seq.Int64, seq.Valid); err != nil {
 			return fmt.Errorf("order %s v%d: %w", r.OrderID, r.Version, err)
 		}
 		in.strsIn(&r.Account, &r.Instrument, &r.Side, &r.Status)

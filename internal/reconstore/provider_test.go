@@ -19,6 +19,7 @@ package reconstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -281,4 +282,42 @@ func detect(t *testing.T, p *Provider, scope string) *recon.Report {
 
 func has(r *recon.Report, inv recon.InvariantID, cause recon.CauseCode) bool {
 	return slices.ContainsFunc(r.Findings, func(f recon.Finding) bool { return f.Invariant == inv && f.RootCause.Code == cause })
+}
+
+// A row's seq is a value (recon.RowSeq), NULL its sentinel: a NULL seq on
+// real PostgreSQL still reads as legacy history (trade and order version),
+// and the one stored value that collides with the sentinel fails the read
+// instead of turning a corrupt row into legacy history.
+func TestProvider_RowSeqNullIsLegacyAndTheSentinelIsRefused(t *testing.T) {
+	t.Parallel()
+	first := func(table, id string) string {
+		return `UPDATE ` + table + ` SET seq = %s WHERE scope = $1 AND ` + id + ` = (SELECT ` + id + ` FROM ` + table + ` WHERE scope = $1 ORDER BY ` + id + ` LIMIT 1)`
+	}
+	for _, tc := range []struct {
+		name, break_ string
+		inv          recon.InvariantID
+		refused      string // the read fails naming this; "" = reads
+	}{
+		{"NULL trade seq is legacy", fmt.Sprintf(first("trades", "trade_id"), "NULL"), recon.TradeProvenance, ""},
+		{"NULL order version seq is legacy", fmt.Sprintf(first("order_events", "order_id"), "NULL"), recon.OrderVersionAgrees, ""},
+		{"trade seq at the sentinel is refused", fmt.Sprintf(first("trades", "trade_id"), "-9223372036854775808"), "", "trades: trade "},
+		{"order seq at the sentinel is refused", fmt.Sprintf(first("orders", "order_id"), "-9223372036854775808"), "", "orders: order "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, "rowseq", 60, worldOpts{catchUp: true})
+			w.exec(tc.break_, w.scope)
+			p := w.provider(0)
+			if tc.refused != "" {
+				snap, err := p.Read(ctxb, w.scope)
+				if err == nil || snap != nil || !strings.Contains(err.Error(), tc.refused) || !strings.Contains(err.Error(), "not a consensus seq") {
+					t.Fatalf("Read = %v, %v; want a refusal naming %q", snap != nil, err, tc.refused)
+				}
+				return
+			}
+			if rep := detect(t, p, w.scope); !has(rep, tc.inv, recon.CauseLegacyRow) {
+				t.Fatalf("want %s with cause %s, got %v", tc.inv, recon.CauseLegacyRow, findings(rep))
+			}
+		})
+	}
 }
