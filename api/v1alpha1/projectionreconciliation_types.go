@@ -1,0 +1,300 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ReconciliationRunState is the lifecycle of the last reconciliation run
+// (reconciliation.txt: pending → collecting → analyzing → reported, with
+// failed and cancelled terminal).
+// +kubebuilder:validation:Enum=pending;collecting;analyzing;reported;failed;cancelled
+type ReconciliationRunState string
+
+// Run states.
+const (
+	RunPending    ReconciliationRunState = "pending"
+	RunCollecting ReconciliationRunState = "collecting"
+	RunAnalyzing  ReconciliationRunState = "analyzing"
+	RunReported   ReconciliationRunState = "reported"
+	RunFailed     ReconciliationRunState = "failed"
+	RunCancelled  ReconciliationRunState = "cancelled"
+)
+
+// ApproveVerb is the verb a principal needs on projectionreconciliations to
+// approve (apply) a repair plan. The API server checks it (admission policy)
+// and the controller checks it again with a SubjectAccessReview at apply
+// time, failing closed (repair_denied).
+const ApproveVerb = "approve"
+
+// RecoveryReference names the ProjectionRecovery (same namespace) whose scope
+// is reconciled; its source and database are the ones read.
+type RecoveryReference struct {
+	// Name of the ProjectionRecovery in the same namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// ReconciliationSchedule runs a dry run periodically. Scheduled runs only
+// report and plan; they never apply.
+type ReconciliationSchedule struct {
+	// Interval between scheduled dry runs.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('168h')",message="schedule.interval must be between 1m and 168h"
+	Interval metav1.Duration `json:"interval"`
+}
+
+// ReconciliationApproval applies the plan the status shows. Only a principal
+// allowed the `approve` verb on projectionreconciliations may set or change
+// it (enforced by the API server), and approver must be that principal.
+type ReconciliationApproval struct {
+	// PlanID echoes status.plan.planId: the confirmation of the specification.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	PlanID string `json:"planId"`
+
+	// Approver is the Kubernetes user approving; the admission policy requires
+	// it to equal the user making the change.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Approver string `json:"approver"`
+
+	// Only restricts the apply to these action ids (status.plan lists them).
+	// +optional
+	// +kubebuilder:validation:MaxItems=200
+	// +listType=set
+	Only []string `json:"only,omitempty"`
+
+	// AllowIrreversible opts in to irreversible actions (excluded otherwise).
+	// +optional
+	AllowIrreversible bool `json:"allowIrreversible,omitempty"`
+
+	// MaxActions is the blast radius: more selected actions refuse.
+	// +optional
+	// +kubebuilder:default=50
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxActions int32 `json:"maxActions,omitempty"`
+}
+
+// ReconciliationRollback asks to roll back a successful apply, named by its
+// correlation id (status.outcome.correlationId).
+type ReconciliationRollback struct {
+	// CorrelationID of the apply to roll back.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	CorrelationID string `json:"correlationId"`
+
+	// Approver is the Kubernetes user asking; bound like an approval's.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Approver string `json:"approver"`
+}
+
+// ProjectionReconciliationSpec is a request to reconcile one scope's SQL
+// projection against the member's verified output: detect, explain, plan,
+// and (with an approval) repair.
+// +kubebuilder:validation:XValidation:rule="!(has(self.approval) && has(self.rollback))",message="approval and rollback cannot be requested together"
+type ProjectionReconciliationSpec struct {
+	// RecoveryRef names the ProjectionRecovery whose scope is reconciled.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="recoveryRef is immutable: create another ProjectionReconciliation"
+	RecoveryRef RecoveryReference `json:"recoveryRef"`
+
+	// RepairDSNSecretRef names the DSN of the projection_reconciliation role
+	// (docs/database-role.md), used only by an approved apply or a rollback.
+	// Without it the resource reports and plans only.
+	// +optional
+	RepairDSNSecretRef *SecretKeySelector `json:"repairDsnSecretRef,omitempty"`
+
+	// StaleAfter is the staleness window of the stale invariants.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('168h')",message="staleAfter must be between 10s and 168h"
+	StaleAfter *metav1.Duration `json:"staleAfter,omitempty"`
+
+	// Schedule runs periodic dry runs (report and plan only). Off when absent.
+	// +optional
+	Schedule *ReconciliationSchedule `json:"schedule,omitempty"`
+
+	// Approval applies the current plan.
+	// +optional
+	Approval *ReconciliationApproval `json:"approval,omitempty"`
+
+	// Rollback rolls a successful apply back.
+	// +optional
+	Rollback *ReconciliationRollback `json:"rollback,omitempty"`
+}
+
+// CountByName is one bounded count (by drift kind or by invariant).
+type CountByName struct {
+	// +kubebuilder:validation:MaxLength=128
+	Name  string `json:"name"`
+	Count int32  `json:"count"`
+}
+
+// FindingSummary is one finding as status shows it (the full report is in
+// PostgreSQL, projection_reconciliation_runs).
+type FindingSummary struct {
+	// ID is the finding's id (invariant@record).
+	// +kubebuilder:validation:MaxLength=512
+	ID string `json:"id"`
+	// Invariant the record breaks.
+	// +kubebuilder:validation:MaxLength=128
+	Invariant string `json:"invariant"`
+	// Kind: missing, duplicate, stale or inconsistent.
+	// +kubebuilder:validation:MaxLength=32
+	Kind string `json:"kind"`
+	// Cause is the root-cause line (code, confidence, hint).
+	// +kubebuilder:validation:MaxLength=1024
+	Cause string `json:"cause,omitempty"`
+}
+
+// ReportSummary is the bounded summary of the last report.
+type ReportSummary struct {
+	// Clean is false when any finding is inconsistent.
+	Clean bool `json:"clean"`
+	// Findings is the total number of findings.
+	Findings int32 `json:"findings"`
+	// ByKind counts findings per drift kind.
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	ByKind []CountByName `json:"byKind,omitempty"`
+	// ByInvariant counts findings per invariant.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	ByInvariant []CountByName `json:"byInvariant,omitempty"`
+	// Top holds at most ten findings with their cause lines.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	Top []FindingSummary `json:"top,omitempty"`
+}
+
+// PlanSummary is the last dry run's plan.
+type PlanSummary struct {
+	// +kubebuilder:validation:MaxLength=128
+	PlanID string `json:"planId"`
+	// +kubebuilder:validation:MaxLength=64
+	Fingerprint string       `json:"fingerprint"`
+	Expires     *metav1.Time `json:"expires,omitempty"`
+	// Actions is the number of planned actions; ActionIDs lists at most 50.
+	Actions int32 `json:"actions"`
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=atomic
+	ActionIDs []string `json:"actionIds,omitempty"`
+	// Manual is the number of findings the planner refused to touch.
+	Manual int32 `json:"manual"`
+	// WouldSucceed is the rehearsal's verdict: every action ran in a rolled-back transaction.
+	WouldSucceed bool `json:"wouldSucceed"`
+}
+
+// OutcomeSummary is the last apply or rollback.
+type OutcomeSummary struct {
+	// Operation is apply or rollback.
+	// +kubebuilder:validation:Enum=apply;rollback
+	Operation string `json:"operation"`
+	// Result is "ok" or the specification's result code (repair_denied, plan_stale...).
+	// +kubebuilder:validation:MaxLength=64
+	Result string `json:"result"`
+	// +kubebuilder:validation:MaxLength=1024
+	Message        string `json:"message,omitempty"`
+	Applied        int32  `json:"applied"`
+	RolledBack     int32  `json:"rolledBack"`
+	RollbackFailed int32  `json:"rollbackFailed"`
+	Verified       int32  `json:"verified"`
+	StillDrifting  int32  `json:"stillDrifting"`
+	// VerificationRan is false when the re-read after the apply failed.
+	VerificationRan bool `json:"verificationRan"`
+	// +kubebuilder:validation:MaxLength=128
+	CorrelationID string `json:"correlationId,omitempty"`
+	// +kubebuilder:validation:MaxLength=253
+	Approver string       `json:"approver,omitempty"`
+	At       *metav1.Time `json:"at,omitempty"`
+}
+
+// ProjectionReconciliationStatus is the observed state. It stays small
+// whatever the drift: counts, ten findings, fifty action ids.
+type ProjectionReconciliationStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// RunState is the lifecycle of the last run.
+	// +optional
+	RunState ReconciliationRunState `json:"runState,omitempty"`
+	// LastRunAt is when the last dry run finished.
+	// +optional
+	LastRunAt *metav1.Time `json:"lastRunAt,omitempty"`
+	// Report summarises the last report.
+	// +optional
+	Report *ReportSummary `json:"report,omitempty"`
+	// Plan summarises the last plan.
+	// +optional
+	Plan *PlanSummary `json:"plan,omitempty"`
+	// Outcome summarises the last apply or rollback.
+	// +optional
+	Outcome *OutcomeSummary `json:"outcome,omitempty"`
+	// Conditions: Ready, Reconciling, Stalled (kstatus compatible).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ProjectionReconciliation detects, explains and (with an approval only the
+// API server can grant) repairs drift between a scope's SQL projection and
+// the member's verified output.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=precon,categories=projection
+// +kubebuilder:printcolumn:name="Recovery",type=string,JSONPath=`.spec.recoveryRef.name`
+// +kubebuilder:printcolumn:name="Run",type=string,JSONPath=`.status.runState`
+// +kubebuilder:printcolumn:name="Clean",type=boolean,JSONPath=`.status.report.clean`
+// +kubebuilder:printcolumn:name="Findings",type=integer,JSONPath=`.status.report.findings`
+// +kubebuilder:printcolumn:name="Plan",type=string,JSONPath=`.status.plan.planId`,priority=1
+// +kubebuilder:printcolumn:name="Actions",type=integer,JSONPath=`.status.plan.actions`
+// +kubebuilder:printcolumn:name="Result",type=string,JSONPath=`.status.outcome.result`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ProjectionReconciliation struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ProjectionReconciliationSpec   `json:"spec,omitempty"`
+	Status ProjectionReconciliationStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ProjectionReconciliationList contains a list of ProjectionReconciliation.
+type ProjectionReconciliationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ProjectionReconciliation `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ProjectionReconciliation{}, &ProjectionReconciliationList{})
+}
