@@ -101,19 +101,19 @@ func reportVerdict(r *recoveryv1.ProjectionReconciliation) error {
 // writeReport prints status.report for a human.
 func writeReport(out io.Writer, r *recoveryv1.ProjectionReconciliation, now time.Time) {
 	fmt.Fprintf(out, "ProjectionReconciliation %s/%s (recovery %s)\n", r.Namespace, r.Name, r.Spec.RecoveryRef.Name)
-	fmt.Fprintf(out, "Run:        %s, last run %s\n", orDash(string(r.Status.RunState)), ago(r.Status.LastRunAt, now))
+	fmt.Fprintf(out, "Run:          %s, last run %s\n", orDash(string(r.Status.RunState)), ago(r.Status.LastRunAt, now))
 	rep := r.Status.Report
 	if rep == nil {
-		fmt.Fprintln(out, "Report:     none yet")
+		fmt.Fprintln(out, "Report:       none yet")
 		return
 	}
 	verdict := "CLEAN"
 	if !rep.Clean {
 		verdict = "NOT CLEAN"
 	}
-	fmt.Fprintf(out, "Report:     %s, %d finding%s\n", verdict, rep.Findings, plural(int64(rep.Findings)))
+	fmt.Fprintf(out, "Report:       %s, %d finding%s\n", verdict, rep.Findings, plural(int64(rep.Findings)))
 	if len(rep.ByKind) > 0 {
-		fmt.Fprintf(out, "By kind:    %s\n", counts(rep.ByKind))
+		fmt.Fprintf(out, "By kind:      %s\n", counts(rep.ByKind))
 	}
 	if len(rep.ByInvariant) > 0 {
 		fmt.Fprintf(out, "By invariant: %s\n", counts(rep.ByInvariant))
