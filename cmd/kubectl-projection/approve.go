@@ -58,8 +58,10 @@ func (o *options) whoami(ctx context.Context) (string, error) {
 func confirm(in io.Reader, out io.Writer, prompt, want, what string) error {
 	fmt.Fprint(out, prompt)
 	line, err := bufio.NewReader(in).ReadString('\n')
+	if !isTerminalReader(in) {
+		fmt.Fprintln(out) // the terminal echoed nothing: end the prompt's line
+	}
 	if err != nil && !(errors.Is(err, io.EOF) && line != "") {
-		fmt.Fprintln(out)
 		return refused("no confirmation typed: nothing %s", what)
 	}
 	if got := strings.TrimSpace(line); got != want {

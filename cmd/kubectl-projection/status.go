@@ -121,13 +121,12 @@ func (so *statusOptions) run(ctx context.Context) error {
 		for i := range list.Items {
 			list.Items[i].SetGroupVersionKind(recoveryv1.GroupVersion.WithKind("ProjectionRecovery"))
 		}
-		return p.PrintObj(list, so.streams.Out)
-	}
-	if len(items) == 0 {
+		if err := p.PrintObj(list, so.streams.Out); err != nil {
+			return err
+		}
+	} else if len(items) == 0 {
 		fmt.Fprintln(so.streams.ErrOut, "No ProjectionRecovery found.")
-		return nil
-	}
-	if err := writeRecoveryTable(so.streams.Out, items, so.allNamespaces, so.now()); err != nil {
+	} else if err := writeRecoveryTable(so.streams.Out, items, so.allNamespaces, so.now()); err != nil {
 		return err
 	}
 	if anyBlocked(items) {
@@ -259,5 +258,10 @@ func (so *statusOptions) watchLoop(ctx context.Context) error {
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func isTerminalReader(r io.Reader) bool {
+	f, ok := r.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
