@@ -396,3 +396,81 @@ func TestEnvtest_PluginShowsTheAPIServersRefusal(t *testing.T) {
 		t.Fatalf("a refused approval was written: %+v", a)
 	}
 }
+
+// TestEnvtest_PluginStatusWatch: --watch redraws from successive
+// observations: while the cursor advances, the CATCHING_UP scope gets a bar,
+// a rate and an ETA; the watch ends cleanly (exit 0) when interrupted.
+func TestEnvtest_PluginStatusWatch(t *testing.T) {
+	startEnv(t)
+	ctx := context.Background()
+	ns := newNamespace(t, ctx)
+	kc := kubeconfigFor(t, "alice@example.com", "system:masters")
+	createRecovery(t, ctx, ns, "venue-a", recoveryv1.ProjectionRecoveryStatus{
+		State: recoveryv1.StateCatchingUp, VerifiedThroughSeq: 1000, ObservedBoundarySeq: 100000, Lag: 99000})
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(wctx, []string{"--kubeconfig", kc, "--namespace", ns, "status", "--watch", "--interval", "200ms"},
+			genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	}()
+	// Advance the cursor like a controller would, then wait for a frame
+	// with a known rate and ETA.
+	deadline := time.Now().Add(30 * time.Second)
+	for seq := int64(2000); !strings.Contains(out.String(), "ev/s  ETA ") || strings.Contains(lastFrame(out.String()), "rate ?"); seq += 1000 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no frame with a rate and an ETA within 30s:\n%s", out.String())
+		}
+		var cur recoveryv1.ProjectionRecovery
+		if err := adminCli.Get(ctx, client.ObjectKey{Namespace: ns, Name: "venue-a"}, &cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Status.VerifiedThroughSeq, cur.Status.Lag = seq, 100000-seq
+		if err := adminCli.Status().Update(ctx, &cur); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Fatalf("interrupted watch: exit %d, want 0; stderr %s", code, errOut.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not stop when interrupted")
+	}
+	frame := lastFrame(out.String())
+	t.Logf("last frame:\n%s", frame)
+	mustContain(t, "watch frame", frame, "CATCHING_UP", "ev/s  ETA ")
+	mustContain(t, "watch frame", frame, ns+"/venue-a [")
+}
+
+// lastFrame is the output after the last frame header.
+func lastFrame(s string) string {
+	i := strings.LastIndex(s, "Ctrl-C to stop")
+	if i < 0 {
+		return ""
+	}
+	return s[i:]
+}
+
+// syncBuffer is a bytes.Buffer safe for the watch goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
