@@ -61,9 +61,10 @@ verify-requirements: ## Fail when a requirement id cited in code or tests is not
 	hack/verify-requirements.sh
 
 .PHONY: build
-build: ## Build the manager and the reference member.
+build: ## Build the manager, the reference member and the kubectl plugin (bin/kubectl-projection).
 	go build -ldflags "$(LDFLAGS)" -o $(LOCALBIN)/manager ./cmd/manager
 	go build -o $(LOCALBIN)/member ./cmd/member
+	go build -o $(LOCALBIN)/kubectl-projection ./cmd/kubectl-projection
 
 ##@ Test
 

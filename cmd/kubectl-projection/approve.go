@@ -1,0 +1,275 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	authnv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+)
+
+// whoami asks the API server who the caller is (SelfSubjectReview, the
+// answer of `kubectl auth whoami`). The approver written into the spec is
+// this answer, never a flag: the admission policy requires approver to equal
+// the user making the change, so a typed name could only be refused or, on
+// a cluster without the policy, lie.
+func (o *options) whoami(ctx context.Context) (string, error) {
+	c, err := o.client()
+	if err != nil {
+		return "", err
+	}
+	ssr := &authnv1.SelfSubjectReview{}
+	if err := c.Create(ctx, ssr); err != nil {
+		return "", fmt.Errorf("asking the API server who you are (SelfSubjectReview): %w", err)
+	}
+	if ssr.Status.UserInfo.Username == "" {
+		return "", errors.New("the API server's SelfSubjectReview named no user: cannot approve anonymously")
+	}
+	return ssr.Status.UserInfo.Username, nil
+}
+
+// confirm prints prompt and reads one line from in; it must equal want.
+// End of input is a refusal, never a yes.
+func confirm(in io.Reader, out io.Writer, prompt, want, what string) error {
+	fmt.Fprint(out, prompt)
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if !isTerminalReader(in) {
+		fmt.Fprintln(out) // the terminal echoed nothing: end the prompt's line
+	}
+	if err != nil && !(errors.Is(err, io.EOF) && line != "") {
+		return refused("no confirmation typed: nothing %s", what)
+	}
+	if got := strings.TrimSpace(line); got != want {
+		return refused("typed %q, which is not %q: nothing %s", got, want, what)
+	}
+	return nil
+}
+
+// patchSpec writes the spec change with a merge patch carrying the
+// resourceVersion that was shown: if the status moved on since (a new plan,
+// a new outcome), the API server answers Conflict and nothing is written, so
+// an approval always refers to what the user saw. The API server's refusal
+// (admission, validation) is returned with its own words.
+func (o *options) patchSpec(ctx context.Context, orig, changed *recoveryv1.ProjectionReconciliation, what string) error {
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+	if err := c.Patch(ctx, changed, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("ProjectionReconciliation %s changed since it was shown (new plan or outcome?): nothing %s; run the command again", orig.Name, what)
+		}
+		return fmt.Errorf("the API server refused: %w", err)
+	}
+	return nil
+}
+
+type approveOptions struct {
+	*options
+	planID            string
+	only              []string
+	allowIrreversible bool
+	maxActions        int32
+}
+
+func newApproveCommand(o *options) *cobra.Command {
+	ao := &approveOptions{options: o}
+	cmd := &cobra.Command{
+		Use:   "approve NAME",
+		Short: "Approve the current repair plan as the user the API server authenticates",
+		Long: `Show the current plan of a ProjectionReconciliation and approve it: type the
+planId to confirm (or pass --plan-id for scripts). The plugin sets
+spec.approval {planId, approver} where approver is the user the API server
+names through a SelfSubjectReview (what 'kubectl auth whoami' shows), never a
+name from the command line. Only a user allowed the 'approve' verb on
+projectionreconciliations may do it; the API server's refusal is shown as-is.
+
+The plan must exist, have actions and not be expired (checked here, and
+again by the controller at apply time). A pending rollback request is
+replaced. The patch carries the resourceVersion that was shown: if a new
+plan appeared meanwhile, nothing is approved.
+
+Exit codes: 0 approved, 1 error (incl. the resource changed meanwhile),
+2 usage, 3 refused (no/expired plan, wrong planId, or by the API server).`,
+		Example: `  kubectl projection approve venue-a
+  kubectl projection approve venue-a --plan-id "$(kubectl projection plan venue-a -o json | jq -r .status.plan.planId)"
+  kubectl projection approve venue-a --only act-1,act-2 --max-actions 10`,
+		Args:              exactlyOneName("ProjectionReconciliation"),
+		ValidArgsFunction: completeReconciliations(o),
+		RunE:              func(cmd *cobra.Command, args []string) error { return ao.run(cmd.Context(), args[0]) },
+	}
+	cmd.Flags().StringVar(&ao.planID, "plan-id", "", "Confirm with this planId instead of typing it (scripts); must be the current plan's")
+	cmd.Flags().StringSliceVar(&ao.only, "only", nil, "Apply only these action ids (comma-separated; see 'plan')")
+	cmd.Flags().BoolVar(&ao.allowIrreversible, "allow-irreversible", false, "Include irreversible actions (excluded otherwise)")
+	cmd.Flags().Int32Var(&ao.maxActions, "max-actions", 0, "Blast radius: refuse when more actions are selected (1..1000; default: the API default, 50)")
+	return cmd
+}
+
+func (ao *approveOptions) run(ctx context.Context, name string) error {
+	if ao.maxActions < 0 || ao.maxActions > 1000 {
+		return usageErr(fmt.Errorf("--max-actions %d is outside 1..1000", ao.maxActions))
+	}
+	r, err := ao.getReconciliation(ctx, name)
+	if err != nil {
+		return err
+	}
+	user, err := ao.whoami(ctx)
+	if err != nil {
+		return err
+	}
+	out := ao.streams.Out
+	writePlan(out, r, ao.now())
+	if err := approvable(r, ao.now()); err != nil {
+		return err
+	}
+	plan := r.Status.Plan
+	if err := checkOnly(ao.only, plan); err != nil {
+		return err
+	}
+	if !plan.WouldSucceed {
+		fmt.Fprintln(ao.streams.ErrOut, "warning: the rehearsal of this plan failed; the apply of the whole plan is expected to fail")
+	}
+	if ao.planID != "" {
+		if ao.planID != plan.PlanID {
+			return refused("--plan-id %q is not the current plan %q: nothing approved (see 'kubectl projection plan %s')", ao.planID, plan.PlanID, name)
+		}
+	} else if err := confirm(ao.streams.In, out, fmt.Sprintf("Type the planId to approve it as %s: ", user), plan.PlanID, "approved"); err != nil {
+		return err
+	}
+	changed := r.DeepCopy()
+	changed.Spec.Approval = &recoveryv1.ReconciliationApproval{
+		PlanID: plan.PlanID, Approver: user, Only: ao.only,
+		AllowIrreversible: ao.allowIrreversible, MaxActions: ao.maxActions,
+	}
+	if r.Spec.Rollback != nil {
+		// approval and rollback cannot coexist (CEL rule): approving replaces it.
+		fmt.Fprintf(out, "Replacing the rollback request of %s.\n", r.Spec.Rollback.CorrelationID)
+		changed.Spec.Rollback = nil
+	}
+	if err := ao.patchSpec(ctx, r, changed, "approved"); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Approved plan %s as %s. The controller applies it; follow with 'kubectl get projectionreconciliation %s -w'.\n", plan.PlanID, user, name)
+	return nil
+}
+
+// checkOnly refuses --only ids the plan does not have, when the status lists
+// every action id (it lists at most fifty; beyond, the controller decides).
+func checkOnly(only []string, p *recoveryv1.PlanSummary) error {
+	if len(only) == 0 || int(p.Actions) > len(p.ActionIDs) {
+		return nil
+	}
+	for _, id := range only {
+		if !slices.Contains(p.ActionIDs, id) {
+			return refused("--only %q is not an action of plan %s: nothing approved", id, p.PlanID)
+		}
+	}
+	return nil
+}
+
+type rollbackOptions struct {
+	*options
+	yes bool
+}
+
+func newRollbackCommand(o *options) *cobra.Command {
+	ro := &rollbackOptions{options: o}
+	cmd := &cobra.Command{
+		Use:   "rollback NAME",
+		Short: "Ask to roll back the last successful apply (status.outcome.correlationId)",
+		Long: `Ask the controller to roll back the last successful apply of a
+ProjectionReconciliation: sets spec.rollback {correlationId, approver} with
+the correlation id of status.outcome and, as approver, the user the API
+server names through a SelfSubjectReview. Type the correlation id to
+confirm, or pass --yes for scripts. A pending approval is replaced. The API
+server's refusal is shown as-is.
+
+Exit codes: 0 requested, 1 error (incl. the resource changed meanwhile),
+2 usage, 3 refused (no successful apply to roll back, not confirmed, or by
+the API server).`,
+		Example: `  kubectl projection rollback venue-a
+  kubectl projection rollback venue-a --yes`,
+		Args:              exactlyOneName("ProjectionReconciliation"),
+		ValidArgsFunction: completeReconciliations(o),
+		RunE:              func(cmd *cobra.Command, args []string) error { return ro.run(cmd.Context(), args[0]) },
+	}
+	cmd.Flags().BoolVarP(&ro.yes, "yes", "y", false, "Do not ask for confirmation (scripts)")
+	return cmd
+}
+
+// rollbackable is rollback's client-side guard: the last outcome must be a
+// successful apply with a correlation id.
+func rollbackable(r *recoveryv1.ProjectionReconciliation) error {
+	oc := r.Status.Outcome
+	switch {
+	case oc == nil:
+		return refused("ProjectionReconciliation %s has applied nothing: nothing to roll back", r.Name)
+	case oc.Operation != "apply":
+		return refused("the last operation of %s is a %s (result %s), not an apply: nothing to roll back", r.Name, oc.Operation, oc.Result)
+	case oc.Result != "ok":
+		return refused("the last apply of %s did not succeed (result %s): nothing to roll back", r.Name, oc.Result)
+	case oc.CorrelationID == "":
+		return refused("the last apply of %s has no correlation id: nothing to roll back", r.Name)
+	}
+	return nil
+}
+
+func (ro *rollbackOptions) run(ctx context.Context, name string) error {
+	r, err := ro.getReconciliation(ctx, name)
+	if err != nil {
+		return err
+	}
+	user, err := ro.whoami(ctx)
+	if err != nil {
+		return err
+	}
+	if err := rollbackable(r); err != nil {
+		return err
+	}
+	oc := r.Status.Outcome
+	out := ro.streams.Out
+	fmt.Fprintf(out, "ProjectionReconciliation %s/%s: last apply %s by %s, %d action%s applied, %d verified, %d still drifting\n",
+		r.Namespace, r.Name, oc.CorrelationID, orDash(oc.Approver), oc.Applied, plural(int64(oc.Applied)), oc.Verified, oc.StillDrifting)
+	if !ro.yes {
+		if err := confirm(ro.streams.In, out, fmt.Sprintf("Type the correlation id to roll it back as %s: ", user), oc.CorrelationID, "requested"); err != nil {
+			return err
+		}
+	}
+	changed := r.DeepCopy()
+	changed.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: oc.CorrelationID, Approver: user}
+	if r.Spec.Approval != nil {
+		fmt.Fprintf(out, "Replacing the approval of plan %s.\n", r.Spec.Approval.PlanID)
+		changed.Spec.Approval = nil
+	}
+	if err := ro.patchSpec(ctx, r, changed, "requested"); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Rollback of %s requested as %s.\n", oc.CorrelationID, user)
+	return nil
+}

@@ -1,0 +1,244 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+)
+
+// getReconciliation reads one ProjectionReconciliation of the namespace.
+func (o *options) getReconciliation(ctx context.Context, name string) (*recoveryv1.ProjectionReconciliation, error) {
+	c, err := o.client()
+	if err != nil {
+		return nil, err
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, err
+	}
+	var r recoveryv1.ProjectionReconciliation
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &r); err != nil {
+		return nil, fmt.Errorf("reading ProjectionReconciliation %s/%s: %w", ns, name, err)
+	}
+	return &r, nil
+}
+
+func newReportCommand(o *options) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "report NAME",
+		Short: "Show a ProjectionReconciliation's report: clean, counts, top findings with their cause",
+		Long: `Show the last report of a ProjectionReconciliation (status.report): whether the
+projection is clean, the number of findings by drift kind and by invariant,
+and the top findings (at most ten) each with its root-cause line. The full
+report is in PostgreSQL (projection_reconciliation_runs).
+
+Exit codes: 0 clean, 1 error, 2 usage, 3 not clean or no report yet.`,
+		Example: `  kubectl projection report venue-a || echo "drift in venue-a"
+  kubectl projection report venue-a -o json | jq .status.report`,
+		Args:              exactlyOneName("ProjectionReconciliation"),
+		ValidArgsFunction: completeReconciliations(o),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := printerFor(output)
+			if err != nil {
+				return err
+			}
+			r, err := o.getReconciliation(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if p != nil {
+				if err := p.PrintObj(r, o.streams.Out); err != nil {
+					return err
+				}
+			} else {
+				writeReport(o.streams.Out, r, o.now())
+			}
+			return reportVerdict(r)
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+// reportVerdict is report's exit decision: only a report that exists and is
+// clean is 0. No report yet is not "clean": a gate must not pass on it.
+func reportVerdict(r *recoveryv1.ProjectionReconciliation) error {
+	switch {
+	case r.Status.Report == nil:
+		return refused("ProjectionReconciliation %s has no report yet (run state %s)", r.Name, orDash(string(r.Status.RunState)))
+	case !r.Status.Report.Clean:
+		return errSilentRefusal
+	default:
+		return nil
+	}
+}
+
+// writeReport prints status.report for a human.
+func writeReport(out io.Writer, r *recoveryv1.ProjectionReconciliation, now time.Time) {
+	fmt.Fprintf(out, "ProjectionReconciliation %s/%s (recovery %s)\n", r.Namespace, r.Name, r.Spec.RecoveryRef.Name)
+	fmt.Fprintf(out, "Run:          %s, last run %s\n", orDash(string(r.Status.RunState)), ago(r.Status.LastRunAt, now))
+	rep := r.Status.Report
+	if rep == nil {
+		fmt.Fprintln(out, "Report:       none yet")
+		return
+	}
+	verdict := "CLEAN"
+	if !rep.Clean {
+		verdict = "NOT CLEAN"
+	}
+	fmt.Fprintf(out, "Report:       %s, %d finding%s\n", verdict, rep.Findings, plural(int64(rep.Findings)))
+	if len(rep.ByKind) > 0 {
+		fmt.Fprintf(out, "By kind:      %s\n", counts(rep.ByKind))
+	}
+	if len(rep.ByInvariant) > 0 {
+		fmt.Fprintf(out, "By invariant: %s\n", counts(rep.ByInvariant))
+	}
+	if len(rep.Top) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "Top findings (%d of %d):\n", len(rep.Top), rep.Findings)
+	for _, f := range rep.Top {
+		fmt.Fprintf(out, "  %-12s %s\n", f.Kind, f.ID)
+		cause := f.Cause
+		if cause == "" {
+			cause = "(no cause recorded)"
+		}
+		fmt.Fprintf(out, "  %-12s cause: %s\n", "", cause)
+	}
+}
+
+func counts(cs []recoveryv1.CountByName) string {
+	parts := make([]string, 0, len(cs))
+	for _, c := range cs {
+		parts = append(parts, fmt.Sprintf("%s %d", c.Name, c.Count))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int64) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func newPlanCommand(o *options) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "plan NAME",
+		Short: "Show a ProjectionReconciliation's repair plan: planId, fingerprint, expiry, actions, rehearsal",
+		Long: `Show the last dry run's repair plan (status.plan): its planId (what approve
+asks you to type), the fingerprint of the state it was computed on, when it
+expires, the number of actions and their ids (at most fifty), the findings
+the planner refused to touch (manual), and whether its rehearsal (every
+action run in a rolled-back transaction) succeeded.
+
+Exit codes: 0 ok, 1 error, 2 usage, 3 no plan, plan expired, or rehearsal failed.`,
+		Example: `  kubectl projection plan venue-a
+  kubectl projection plan venue-a -o json | jq -r .status.plan.planId`,
+		Args:              exactlyOneName("ProjectionReconciliation"),
+		ValidArgsFunction: completeReconciliations(o),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := printerFor(output)
+			if err != nil {
+				return err
+			}
+			r, err := o.getReconciliation(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if p != nil {
+				if err := p.PrintObj(r, o.streams.Out); err != nil {
+					return err
+				}
+			} else {
+				writePlan(o.streams.Out, r, o.now())
+			}
+			if err := approvable(r, o.now()); err != nil {
+				return err
+			}
+			if !r.Status.Plan.WouldSucceed {
+				return refused("plan %s failed its rehearsal: an apply of the whole plan would fail", r.Status.Plan.PlanID)
+			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+// approvable is the client-side guard shared by plan's exit code and
+// approve: a plan must exist, have actions and not be expired. It is a
+// courtesy, not the safety: the controller checks the planId, the
+// fingerprint and the expiry again at apply time (plan_stale).
+func approvable(r *recoveryv1.ProjectionReconciliation, now time.Time) error {
+	p := r.Status.Plan
+	switch {
+	case p == nil || p.PlanID == "":
+		return refused("ProjectionReconciliation %s has no plan yet (run state %s)", r.Name, orDash(string(r.Status.RunState)))
+	case p.Expires != nil && !now.Before(p.Expires.Time):
+		return refused("plan %s expired %s ago (at %s): nothing to approve; a new dry run makes a new plan",
+			p.PlanID, duration.HumanDuration(now.Sub(p.Expires.Time)), p.Expires.UTC().Format(time.RFC3339))
+	case p.Actions == 0:
+		return refused("plan %s has no actions: nothing to apply", p.PlanID)
+	}
+	return nil
+}
+
+// writePlan prints status.plan for a human.
+func writePlan(out io.Writer, r *recoveryv1.ProjectionReconciliation, now time.Time) {
+	fmt.Fprintf(out, "ProjectionReconciliation %s/%s (recovery %s)\n", r.Namespace, r.Name, r.Spec.RecoveryRef.Name)
+	p := r.Status.Plan
+	if p == nil {
+		fmt.Fprintln(out, "Plan:          none yet")
+		return
+	}
+	fmt.Fprintf(out, "Plan:          %s\n", p.PlanID)
+	fmt.Fprintf(out, "Fingerprint:   %s\n", p.Fingerprint)
+	switch {
+	case p.Expires == nil:
+		fmt.Fprintln(out, "Expires:       -")
+	case now.Before(p.Expires.Time):
+		fmt.Fprintf(out, "Expires:       %s (in %s)\n", p.Expires.UTC().Format(time.RFC3339), duration.HumanDuration(p.Expires.Sub(now)))
+	default:
+		fmt.Fprintf(out, "Expires:       %s (EXPIRED %s ago)\n", p.Expires.UTC().Format(time.RFC3339), duration.HumanDuration(now.Sub(p.Expires.Time)))
+	}
+	fmt.Fprintf(out, "Actions:       %d\n", p.Actions)
+	for _, id := range p.ActionIDs {
+		fmt.Fprintf(out, "  - %s\n", id)
+	}
+	if more := int(p.Actions) - len(p.ActionIDs); more > 0 {
+		fmt.Fprintf(out, "  ... and %d more (the full plan is in PostgreSQL)\n", more)
+	}
+	fmt.Fprintf(out, "Manual:        %d finding%s the planner refused to touch\n", p.Manual, plural(int64(p.Manual)))
+	if p.WouldSucceed {
+		fmt.Fprintln(out, "Would succeed: yes (rehearsed in a rolled-back transaction)")
+	} else {
+		fmt.Fprintln(out, "Would succeed: NO (the rehearsal failed)")
+	}
+}
