@@ -54,20 +54,15 @@ func sameOrder(r *OrderRow, s *wire.Order) bool {
 // SQL representation of its source event (the reviewed comparator of
 // internal/store's sameOrder: decimals exact, ts at the microsecond).
 func orderDiff(r *OrderRow, s *wire.Order) []string {
-	var diff []string
-	add := func(ok bool, f string) {
-		if !ok {
-			diff = append(diff, f)
-		}
-	}
-	add(r.Account == s.Account, "account")
-	add(r.Instrument == s.Instrument, "instrument")
-	add(r.Side == string(s.Side), "side")
-	add(r.Price.Equal(s.Price), "price")
-	add(r.Quantity.Equal(s.Quantity), "quantity")
-	add(r.Remaining.Equal(s.Remaining), "remaining")
-	add(r.Status == string(s.Status), "status")
-	add(r.TS.Equal(tsSQL(s.TS)), "ts")
+	var diff fieldDiff
+	diff.add(r.Account == s.Account, "account")
+	diff.add(r.Instrument == s.Instrument, "instrument")
+	diff.add(r.Side == string(s.Side), "side")
+	diff.add(r.Price.Equal(s.Price), "price")
+	diff.add(r.Quantity.Equal(s.Quantity), "quantity")
+	diff.add(r.Remaining.Equal(s.Remaining), "remaining")
+	diff.add(r.Status == string(s.Status), "status")
+	diff.add(r.TS.Equal(tsSQL(s.TS)), "ts")
 	return diff
 }
 

@@ -71,24 +71,29 @@ func sameTrade(r *TradeRow, s *wire.Trade) bool {
 		r.SellAccount == s.SellAccount && r.TS.Equal(tsSQL(s.TS))
 }
 
+// fieldDiff collects the names of the fields on which a row differs from
+// its source event, in comparison order (the order evidence lists them).
+type fieldDiff []string
+
+func (d *fieldDiff) add(same bool, field string) {
+	if !same {
+		*d = append(*d, field)
+	}
+}
+
 // tradeDiff lists the immutable fields on which a retained trade differs
 // from its source event (decimals exact, ts at the microsecond).
 func tradeDiff(r *TradeRow, s *wire.Trade) []string {
-	var diff []string
-	add := func(ok bool, f string) {
-		if !ok {
-			diff = append(diff, f)
-		}
-	}
-	add(r.TradeSeq == s.TradeSeq, "trade_seq")
-	add(r.Instrument == s.Instrument, "instrument")
-	add(r.Price.Equal(s.Price), "price")
-	add(r.Quantity.Equal(s.Quantity), "quantity")
-	add(r.BuyOrderID == s.BuyOrderID, "buy_order_id")
-	add(r.SellOrderID == s.SellOrderID, "sell_order_id")
-	add(r.BuyAccount == s.BuyAccount, "buy_account")
-	add(r.SellAccount == s.SellAccount, "sell_account")
-	add(r.TS.Equal(tsSQL(s.TS)), "ts")
+	var diff fieldDiff
+	diff.add(r.TradeSeq == s.TradeSeq, "trade_seq")
+	diff.add(r.Instrument == s.Instrument, "instrument")
+	diff.add(r.Price.Equal(s.Price), "price")
+	diff.add(r.Quantity.Equal(s.Quantity), "quantity")
+	diff.add(r.BuyOrderID == s.BuyOrderID, "buy_order_id")
+	diff.add(r.SellOrderID == s.SellOrderID, "sell_order_id")
+	diff.add(r.BuyAccount == s.BuyAccount, "buy_account")
+	diff.add(r.SellAccount == s.SellAccount, "sell_account")
+	diff.add(r.TS.Equal(tsSQL(s.TS)), "ts")
 	return diff
 }
 
