@@ -54,20 +54,15 @@ func sameOrder(r *OrderRow, s *wire.Order) bool {
 // SQL representation of its source event (the reviewed comparator of
 // internal/store's sameOrder: decimals exact, ts at the microsecond).
 func orderDiff(r *OrderRow, s *wire.Order) []string {
-	var diff []string
-	add := func(ok bool, f string) {
-		if !ok {
-			diff = append(diff, f)
-		}
-	}
-	add(r.Account == s.Account, "account")
-	add(r.Instrument == s.Instrument, "instrument")
-	add(r.Side == string(s.Side), "side")
-	add(r.Price.Equal(s.Price), "price")
-	add(r.Quantity.Equal(s.Quantity), "quantity")
-	add(r.Remaining.Equal(s.Remaining), "remaining")
-	add(r.Status == string(s.Status), "status")
-	add(r.TS.Equal(tsSQL(s.TS)), "ts")
+	var diff fieldDiff
+	diff.add(r.Account == s.Account, "account")
+	diff.add(r.Instrument == s.Instrument, "instrument")
+	diff.add(r.Side == string(s.Side), "side")
+	diff.add(r.Price.Equal(s.Price), "price")
+	diff.add(r.Quantity.Equal(s.Quantity), "quantity")
+	diff.add(r.Remaining.Equal(s.Remaining), "remaining")
+	diff.add(r.Status == string(s.Status), "status")
+	diff.add(r.TS.Equal(tsSQL(s.TS)), "ts")
 	return diff
 }
 
@@ -184,13 +179,6 @@ func checkOrders(d *detector) {
 	}
 }
 
-func fieldsOfOrder(o *wire.Order) Fields {
-	if o == nil {
-		return nil
-	}
-	return srcOrderFields(o)
-}
-
 // compareOrder checks one retained order row of table (order_events or
 // orders) against its source event sv (nil: the source lacks the version).
 // want is the version the row must become when it is not sv (a rewound
@@ -208,7 +196,7 @@ func (d *detector) compareOrder(table string, r *OrderRow, sv, want *wire.Order)
 	if want == nil {
 		want = sv
 	}
-	before, expected := orderRowFields(r), fieldsOfOrder(want)
+	before, expected := orderRowFields(r), orNil(want, srcOrderFields)
 	switch {
 	case !hasSeq:
 		d.emit(OrderVersionAgrees, rec, before, expected, RootCause{Code: CauseLegacyRow, Confidence: Likely,
@@ -235,7 +223,7 @@ func (d *detector) compareOrder(table string, r *OrderRow, sv, want *wire.Order)
 		cause = RootCause{Code: CauseProvenanceConflict, Confidence: Likely,
 			Hint:     "the row carries another consensus seq than its source event",
 			Evidence: []string{"row_seq=" + itoa(seq), "source_seq=" + itoa(sv.Seq), "fields=" + strings.Join(diff, "|")}}
-	case overPrecise(r.Price, r.Quantity, r.Remaining, sv.Price, sv.Quantity, sv.Remaining) && onlyOrderAmounts(diff):
+	case overPrecise(r.Price, r.Quantity, r.Remaining, sv.Price, sv.Quantity, sv.Remaining) && onlyOf(diff, "price", "quantity", "remaining"):
 		cause = RootCause{Code: CausePrecisionMismatch, Confidence: Likely,
 			Hint:     "an amount carries more than 12 decimal places: fix the converter, not the number",
 			Evidence: []string{"fields=" + strings.Join(diff, "|")}}
@@ -249,13 +237,4 @@ func (d *detector) compareOrder(table string, r *OrderRow, sv, want *wire.Order)
 		detail = "differs on " + strings.Join(diff, ", ")
 	}
 	d.emit(OrderVersionAgrees, rec, before, expected, cause, false, detail)
-}
-
-func onlyOrderAmounts(diff []string) bool {
-	for _, f := range diff {
-		if f != "price" && f != "quantity" && f != "remaining" {
-			return false
-		}
-	}
-	return len(diff) > 0
 }

@@ -117,6 +117,20 @@ type desiredOpening struct {
 // rowClaimsOpening: the row says anything about an opening (a seq, values,
 // or the unproven flag). A stored flag or seq without a source event proves
 // nothing.
+// firstByKey indexes the rows of one SQL table by position key; the first
+// row of a key stands for it (the primary key forbids a second), and every
+// key is registered with get, in snapshot order.
+func firstByKey[T any](xs []T, key func(*T) posKey, get func(posKey) *keyInputs) map[posKey]*T {
+	m := make(map[posKey]*T, len(xs))
+	for i := range xs {
+		if k := key(&xs[i]); m[k] == nil {
+			m[k] = &xs[i]
+			get(k)
+		}
+	}
+	return m
+}
+
 func rowClaimsOpening(r *PositionRow) bool {
 	return r.OpeningSeq != nil || !r.OpeningQuantity.IsZero() || !r.OpeningAvgCost.IsZero() || !r.OpeningProven
 }
@@ -170,24 +184,8 @@ func checkPositions(d *detector) {
 		add(posKey{r.SellAccount, r.Instrument}, fillRef{i: uint32(i), leg: 1, row: true})
 	}
 
-	rows := make(map[posKey]*PositionRow, len(s.SQL.Positions))
-	for i := range s.SQL.Positions {
-		p := &s.SQL.Positions[i]
-		k := posKey{p.Account, p.Instrument}
-		if rows[k] == nil {
-			rows[k] = p
-			get(k)
-		}
-	}
-	basis := make(map[posKey]*BasisRow, len(s.SQL.Basis))
-	for i := range s.SQL.Basis {
-		b := &s.SQL.Basis[i]
-		k := posKey{b.Account, b.Instrument}
-		if basis[k] == nil {
-			basis[k] = b
-			get(k)
-		}
-	}
+	rows := firstByKey(s.SQL.Positions, func(p *PositionRow) posKey { return posKey{p.Account, p.Instrument} }, get)
+	basis := firstByKey(s.SQL.Basis, func(b *BasisRow) posKey { return posKey{b.Account, b.Instrument} }, get)
 	for i := range s.Source.Openings {
 		o := &s.Source.Openings[i]
 		if o.Seq > d.b {

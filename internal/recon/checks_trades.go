@@ -17,6 +17,7 @@ limitations under the License.
 package recon
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/projection-recovery/projection-recovery/internal/wire"
@@ -50,6 +51,12 @@ func legKeys(buy, sell, instrument string) (posKey, posKey) {
 	return posKey{buy, instrument}, posKey{sell, instrument}
 }
 
+// markLegs notes a trade drift on both keys of the trade (markKey).
+func (d *detector) markLegs(bk, sk posKey, why string) {
+	d.markKey(bk, why)
+	d.markKey(sk, why)
+}
+
 func relatedKeys(a, b posKey) []string {
 	if a == b {
 		return []string{a.record().Key()}
@@ -64,24 +71,29 @@ func sameTrade(r *TradeRow, s *wire.Trade) bool {
 		r.SellAccount == s.SellAccount && r.TS.Equal(tsSQL(s.TS))
 }
 
+// fieldDiff collects the names of the fields on which a row differs from
+// its source event, in comparison order (the order evidence lists them).
+type fieldDiff []string
+
+func (d *fieldDiff) add(same bool, field string) {
+	if !same {
+		*d = append(*d, field)
+	}
+}
+
 // tradeDiff lists the immutable fields on which a retained trade differs
 // from its source event (decimals exact, ts at the microsecond).
 func tradeDiff(r *TradeRow, s *wire.Trade) []string {
-	var diff []string
-	add := func(ok bool, f string) {
-		if !ok {
-			diff = append(diff, f)
-		}
-	}
-	add(r.TradeSeq == s.TradeSeq, "trade_seq")
-	add(r.Instrument == s.Instrument, "instrument")
-	add(r.Price.Equal(s.Price), "price")
-	add(r.Quantity.Equal(s.Quantity), "quantity")
-	add(r.BuyOrderID == s.BuyOrderID, "buy_order_id")
-	add(r.SellOrderID == s.SellOrderID, "sell_order_id")
-	add(r.BuyAccount == s.BuyAccount, "buy_account")
-	add(r.SellAccount == s.SellAccount, "sell_account")
-	add(r.TS.Equal(tsSQL(s.TS)), "ts")
+	var diff fieldDiff
+	diff.add(r.TradeSeq == s.TradeSeq, "trade_seq")
+	diff.add(r.Instrument == s.Instrument, "instrument")
+	diff.add(r.Price.Equal(s.Price), "price")
+	diff.add(r.Quantity.Equal(s.Quantity), "quantity")
+	diff.add(r.BuyOrderID == s.BuyOrderID, "buy_order_id")
+	diff.add(r.SellOrderID == s.SellOrderID, "sell_order_id")
+	diff.add(r.BuyAccount == s.BuyAccount, "buy_account")
+	diff.add(r.SellAccount == s.SellAccount, "sell_account")
+	diff.add(r.TS.Equal(tsSQL(s.TS)), "ts")
 	return diff
 }
 
@@ -103,8 +115,7 @@ func checkTrades(d *detector) {
 				RootCause{Code: CauseDuplicateWritePath, Confidence: Likely,
 					Hint:     "two rows share the primary key trade_id: the table lost its constraint or two write paths bypassed it",
 					Evidence: []string{"trade_id=" + r.TradeID, "rows=2+"}}, false, "duplicate primary key", rel...)
-			d.markKey(bk, "trade "+r.TradeID+" duplicated")
-			d.markKey(sk, "trade "+r.TradeID+" duplicated")
+			d.markLegs(bk, sk, "trade "+r.TradeID+" duplicated")
 			continue
 		}
 		d.sqlTrades[r.TradeID] = r
@@ -130,12 +141,11 @@ func checkTrades(d *detector) {
 		switch {
 		case !hasSeq:
 			d.legacy[r.TradeID] = true
-			d.emit(TradeProvenance, tradeRecord(r.TradeID), tradeRowFields(r), fieldsOrNil(src),
+			d.emit(TradeProvenance, tradeRecord(r.TradeID), tradeRowFields(r), orNil(src, srcTradeFields),
 				RootCause{Code: CauseLegacyRow, Confidence: Likely,
 					Hint:     "the row carries no consensus seq: unknown legacy history that cannot be placed in authoritative order",
 					Evidence: []string{"seq=NULL", "written_by=" + r.WrittenBy}}, false, "", rel...)
-			d.markKey(bk, "trade "+r.TradeID+" legacy")
-			d.markKey(sk, "trade "+r.TradeID+" legacy")
+			d.markLegs(bk, sk, "trade "+r.TradeID+" legacy")
 		case src == nil && seq <= d.b:
 			d.orphan[r.TradeID] = true
 			d.emit(TradePresentInSource, tradeRecord(r.TradeID), tradeRowFields(r), nil,
@@ -143,8 +153,7 @@ func checkTrades(d *detector) {
 					Hint:     "the row sits at or below the source boundary yet the consensus never emitted it: written outside the consensus (replayed, forged or hand-written)",
 					Evidence: []string{"seq=" + itoa(seq), "boundary=" + itoa(d.b), "written_by=" + r.WrittenBy}},
 				true, "", rel...)
-			d.markKey(bk, "trade "+r.TradeID+" orphan")
-			d.markKey(sk, "trade "+r.TradeID+" orphan")
+			d.markLegs(bk, sk, "trade "+r.TradeID+" orphan")
 		case src == nil:
 			// Past B: newer than the source read; not verifiable, not drift.
 		default:
@@ -170,16 +179,16 @@ func checkTrades(d *detector) {
 				Hint:     "the cursor claims completeness through its verified seq, yet this verified trade is gone: deleted after verification",
 				Evidence: []string{"seq=" + itoa(t.Seq), "verified_through=" + itoa(d.v)}},
 			false, "", relatedKeys(bk, sk)...)
-		d.markKey(bk, "trade "+t.TradeID+" missing")
-		d.markKey(sk, "trade "+t.TradeID+" missing")
+		d.markLegs(bk, sk, "trade "+t.TradeID+" missing")
 	}
 }
 
-func fieldsOrNil(t *wire.Trade) Fields {
-	if t == nil {
+// orNil is f(p), or nil Fields when p is nil (the source lacks the record).
+func orNil[T any](p *T, f func(*T) Fields) Fields {
+	if p == nil {
 		return nil
 	}
-	return srcTradeFields(t)
+	return f(p)
 }
 
 // compareTrade checks a retained trade against its source event: provenance
@@ -201,7 +210,7 @@ func (d *detector) compareTrade(r *TradeRow, src *wire.Trade, rel []string, bk, 
 			Hint:     "an immutable field was rewritten after the write, or the writer mis-decoded the event",
 			Evidence: []string{"fields=" + strings.Join(diff, "|")}}
 		switch {
-		case overPrecise(r.Price, r.Quantity, src.Price, src.Quantity) && onlyAmounts(diff):
+		case overPrecise(r.Price, r.Quantity, src.Price, src.Quantity) && onlyOf(diff, "price", "quantity"):
 			cause = RootCause{Code: CausePrecisionMismatch, Confidence: Likely,
 				Hint:     "an amount carries more than 12 decimal places: fix the converter, not the number",
 				Evidence: []string{"fields=" + strings.Join(diff, "|"), "row_price=" + dec(r.Price), "row_quantity=" + dec(r.Quantity)}}
@@ -220,18 +229,19 @@ func (d *detector) compareTrade(r *TradeRow, src *wire.Trade, rel []string, bk, 
 				Evidence: []string{"booking_status=" + r.BookingStatus}}, false, "", rel...)
 	}
 	if drift {
-		d.markKey(bk, "trade "+r.TradeID+" conflicts with its source event")
-		d.markKey(sk, "trade "+r.TradeID+" conflicts with its source event")
+		d.markLegs(bk, sk, "trade "+r.TradeID+" conflicts with its source event")
 	}
 }
 
-func onlyAmounts(diff []string) bool {
+// onlyOf reports whether diff is non-empty and names only fields of allowed
+// (a drift of the amounts alone, say).
+func onlyOf(diff []string, allowed ...string) bool {
 	for _, f := range diff {
-		if f != "price" && f != "quantity" {
+		if !slices.Contains(allowed, f) {
 			return false
 		}
 	}
-	return true
+	return len(diff) > 0
 }
 
 // duplicateTradeSeq reports every row of a group sharing one engine trade
@@ -265,7 +275,6 @@ func (d *detector) duplicateTradeSeq(seq int64, rows []int) {
 				Hint:     "several rows claim one engine trade sequence: two write paths recorded the same trade under different ids",
 				Evidence: []string{"trade_seq=" + itoa(seq), "trade_ids=" + strings.Join(ids, "|"), "verified=" + keep}},
 			false, "", relatedKeys(bk, sk)...)
-		d.markKey(bk, "trade "+r.TradeID+" duplicates trade_seq "+itoa(seq))
-		d.markKey(sk, "trade "+r.TradeID+" duplicates trade_seq "+itoa(seq))
+		d.markLegs(bk, sk, "trade "+r.TradeID+" duplicates trade_seq "+itoa(seq))
 	}
 }

@@ -245,32 +245,12 @@ var Invariants = []Invariant{
 		Causes:      []CauseCode{CauseDoublePublish}},
 }
 
-// invariantByID indexes Invariants (built once; the table is immutable).
-var invariantByID = func() map[InvariantID]*Invariant {
-	m := make(map[InvariantID]*Invariant, len(Invariants))
-	for i := range Invariants {
-		m[Invariants[i].ID] = &Invariants[i]
-	}
-	return m
-}()
-
-// invariantOrder is each invariant's position in the table (report order).
-var invariantOrder = func() map[InvariantID]int {
-	m := make(map[InvariantID]int, len(Invariants))
-	for i, inv := range Invariants {
-		m[inv.ID] = i
-	}
-	return m
-}()
+// invariantByID indexes Invariants; invariantOrder is each invariant's
+// position in the table (report order).
+var invariantByID, invariantOrder = indexBy(Invariants, func(inv *Invariant) InvariantID { return inv.ID })
 
 // Lookup returns the declared invariant, or false.
-func Lookup(id InvariantID) (Invariant, bool) {
-	inv, ok := invariantByID[id]
-	if !ok {
-		return Invariant{}, false
-	}
-	return *inv, true
-}
+func Lookup(id InvariantID) (Invariant, bool) { return deref(invariantByID[id]) }
 
 // allows reports whether a finding of inv may carry cause c: its declared
 // causes, plus the correlated source causes for source-dependent invariants.

@@ -97,29 +97,31 @@ var ActionSpecs = []ActionSpec{
 		Handler:  "delete the unsent copy (id, msg_id) if still unsent; the kept row (After collapse_into_id) is published normally"},
 }
 
-var actionSpecByKind = func() map[ActionKind]*ActionSpec {
-	m := make(map[ActionKind]*ActionSpec, len(ActionSpecs))
-	for i := range ActionSpecs {
-		m[ActionSpecs[i].Kind] = &ActionSpecs[i]
-	}
-	return m
-}()
-
-var actionOrder = func() map[ActionKind]int {
-	m := make(map[ActionKind]int, len(ActionSpecs))
-	for i, s := range ActionSpecs {
-		m[s.Kind] = i
-	}
-	return m
-}()
+// actionSpecByKind and actionOrder index ActionSpecs (apply order).
+var actionSpecByKind, actionOrder = indexBy(ActionSpecs, func(s *ActionSpec) ActionKind { return s.Kind })
 
 // SpecOf returns the declared strategy, or false.
-func SpecOf(k ActionKind) (ActionSpec, bool) {
-	s, ok := actionSpecByKind[k]
-	if !ok {
-		return ActionSpec{}, false
+func SpecOf(k ActionKind) (ActionSpec, bool) { return deref(actionSpecByKind[k]) }
+
+// indexBy indexes a declaration table (Invariants, ActionSpecs) by key: the
+// element and its position. Built once at package init; the tables are
+// immutable, so the indexes never go stale.
+func indexBy[K comparable, T any](xs []T, key func(*T) K) (map[K]*T, map[K]int) {
+	byKey, pos := make(map[K]*T, len(xs)), make(map[K]int, len(xs))
+	for i := range xs {
+		byKey[key(&xs[i])], pos[key(&xs[i])] = &xs[i], i
 	}
-	return *s, true
+	return byKey, pos
+}
+
+// deref returns a copy of *p, or false when p is nil (an undeclared key):
+// callers never get a pointer into a declaration table.
+func deref[T any](p *T) (T, bool) {
+	if p == nil {
+		var zero T
+		return zero, false
+	}
+	return *p, true
 }
 
 // precedence decides the one action of a record with several findings: the

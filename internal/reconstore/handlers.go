@@ -106,6 +106,61 @@ func moved(a recon.Action, want string, got recon.Fields) error {
 	return fmt.Errorf("%w: %s: want %s, found %v", ErrRecordMoved, a.ID, want, got)
 }
 
+// transition is the one shape of every reversible repair, apply and revert
+// alike: a compare-and-write of one record inside the fenced write (see
+// compareAndWrite). Each handler keeps its own read and write statements;
+// only the decision is shared.
+type transition struct {
+	// read re-reads the record in the write's transaction (nil: absent).
+	read func(ctx context.Context, tx pgx.Tx) (recon.Fields, error)
+	// done: the record is at the goal already, so nothing is written. Tested
+	// first: without it a repeated apply or revert (a crash between the
+	// write and the journal) would refuse its own earlier write as moved.
+	done func(cur recon.Fields) bool
+	// from: the record is in the state the write starts from (Before for an
+	// apply, After for a revert). Anything else is refused with moved(want,
+	// cur) and nothing is written: another writer moved the record after the
+	// dry run, and writing over it would destroy that writer's row.
+	from func(cur recon.Fields) bool
+	want string
+	// write moves the record from `from` to the goal.
+	write func(ctx context.Context, tx pgx.Tx) error
+}
+
+// compareAndWrite runs t as one fenced repair transaction of the action's
+// scope: read, then at the goal → nil, not at from → ErrRecordMoved, else
+// write. The read runs under the projection write lock, so the record
+// cannot move between the compare and the write.
+func (h *Handlers) compareAndWrite(ctx context.Context, a recon.Action, t transition) error {
+	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := t.read(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if write, err := t.next(a, cur); !write || err != nil {
+			return err
+		}
+		return t.write(ctx, tx)
+	})
+}
+
+// next decides the transition from the record found: at the goal → no
+// write; not at from → the ErrRecordMoved refusal; else write.
+func (t transition) next(a recon.Action, cur recon.Fields) (write bool, err error) {
+	switch {
+	case t.done(cur):
+		return false, nil
+	case !t.from(cur):
+		return false, moved(a, t.want, cur)
+	}
+	return true, nil
+}
+
+// is matches a record equal to f (nil: an absent record).
+func is(f recon.Fields) func(recon.Fields) bool {
+	return func(cur recon.Fields) bool { return cur.Equal(f) }
+}
+
 // The Fields spellings of recon (finding.go): decimals canonical, timestamps
 // RFC 3339 with nanoseconds in UTC, absent optional values "".
 
@@ -128,6 +183,16 @@ func seqArg(s string) (*int64, error) {
 		return nil, fmt.Errorf("reconstore: seq %q: %w", s, err)
 	}
 	return &v, nil
+}
+
+// seqTSArgs are the seq and ts of a Fields record as statement arguments.
+func seqTSArgs(f recon.Fields) (*int64, time.Time, error) {
+	seq, err := seqArg(f["seq"])
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	ts, err := tsArg(f["ts"])
+	return seq, ts, err
 }
 
 func tsArg(s string) (time.Time, error) {

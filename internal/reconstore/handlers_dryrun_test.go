@@ -26,7 +26,6 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/store"
-	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )
 
 // dryRun runs every action of p through a dry-run copy of h (each in a
@@ -76,9 +75,7 @@ SELECT msg_id || '-copy', scope, account, instrument, quantity, avg_cost, cursor
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			f := newFx(t, ledger, 4)
-			for _, q := range sc.setup {
-				f.exec(t, q)
-			}
+			f.setup(t, sc.setup...)
 			p := f.plan(t)
 			kinds := map[recon.ActionKind]bool{}
 			for _, a := range p.Actions {
@@ -108,10 +105,7 @@ SELECT msg_id || '-copy', scope, account, instrument, quantity, avg_cost, cursor
 				}
 			}
 			if sc.name != "dead holder" {
-				if err := f.nextPage(t, 4); err != nil {
-					t.Fatalf("final page after the plan: %v", err)
-				}
-				storetest.AssertPositions(t, f.admin, "s", ledger)
+				f.repaired(t)
 			}
 		})
 	}
@@ -131,11 +125,8 @@ SELECT msg_id || '-copy', scope, account, instrument, quantity, avg_cost, cursor
 func TestHandlers_DryRunReportsFailingHandler(t *testing.T) {
 	t.Parallel()
 	f := newFx(t, ledger, 4)
-	f.exec(t, forged)
-	f.exec(t, `UPDATE order_events SET price = 101 WHERE scope = 's' AND order_id = 'o1' AND version = 1`)
-	f.exec(t, phantom)
-	f.exec(t, overdue)
-	f.exec(t, drained)
+	f.setup(t, forged, `UPDATE order_events SET price = 101 WHERE scope = 's' AND order_id = 'o1' AND version = 1`,
+		phantom, overdue, drained)
 	p := f.plan(t)
 	quarantine := actionOf(t, p, recon.ActionQuarantineTrade, "forged").ID
 	republish := actionOf(t, p, recon.ActionRepublish, "")

@@ -86,11 +86,7 @@ func writeOrder(ctx context.Context, tx pgx.Tx, r orderRef, f recon.Fields) erro
 	if r.table == recon.TableOrderEvents && f["version"] != r.version {
 		return fmt.Errorf("reconstore: order_events %s version %s cannot become version %s", r.id, r.version, f["version"])
 	}
-	seq, err := seqArg(f["seq"])
-	if err != nil {
-		return err
-	}
-	ts, err := tsArg(f["ts"])
+	seq, ts, err := seqTSArgs(f)
 	if err != nil {
 		return err
 	}
@@ -149,17 +145,9 @@ func (h *Handlers) moveOrder(ctx context.Context, a recon.Action, from, to recon
 	if err != nil {
 		return err
 	}
-	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
-		cur, err := orderFields(ctx, tx, r)
-		if err != nil {
-			return err
-		}
-		switch {
-		case cur.Equal(to):
-			return nil
-		case !cur.Equal(from):
-			return moved(a, "the state before the move", cur)
-		}
-		return writeOrder(ctx, tx, r, to)
+	return h.compareAndWrite(ctx, a, transition{
+		read: func(ctx context.Context, tx pgx.Tx) (recon.Fields, error) { return orderFields(ctx, tx, r) },
+		done: is(to), from: is(from), want: "the state before the move",
+		write: func(ctx context.Context, tx pgx.Tx) error { return writeOrder(ctx, tx, r, to) },
 	})
 }

@@ -17,20 +17,10 @@ limitations under the License.
 package reconstore
 
 import (
-	"errors"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 )
-
-func (f fx) order(t *testing.T, table, id, version string) recon.Fields {
-	t.Helper()
-	return f.read(t, func(tx pgx.Tx) (recon.Fields, error) {
-		return orderFields(ctxb, tx, orderRef{table: table, scope: "s", id: id, version: version})
-	})
-}
 
 // Orders carry no position key: an order repair changes no basis, and the
 // next page verifies the repaired rows against the source.
@@ -49,15 +39,9 @@ func TestHandlers_RewriteOrderEvent(t *testing.T) {
 		exact:  true,
 		move:   `UPDATE order_events SET remaining = 4 WHERE scope = 's' AND order_id = 'o1' AND version = 1`,
 		unmove: `UPDATE order_events SET remaining = 5 WHERE scope = 's' AND order_id = 'o1' AND version = 1`,
-		check: func() {
-			if got := f.order(t, recon.TableOrderEvents, "o1", "1"); !got.Equal(a.After) {
-				t.Fatalf("after apply %v, want %v", got, a.After)
-			}
-		},
+		check:  f.orderIs(t, recon.TableOrderEvents, "o1", "1", a.After),
 	}.run(t, f, a)
-	if err := f.nextPage(t, 4); err != nil {
-		t.Fatalf("next page after the repair: %v", err)
-	}
+	f.repaired(t)
 }
 
 // rewrite_order_version on a rewound orders row (the current row holds
@@ -78,15 +62,9 @@ func TestHandlers_RewriteRewoundOrder(t *testing.T) {
 		exact:  true,
 		move:   `UPDATE orders SET version = 3, seq = 7, remaining = 1, status = 'PARTIALLY_FILLED' WHERE scope = 's' AND order_id = 'o1'`,
 		unmove: `UPDATE orders SET version = 1, seq = 2, remaining = 5, status = 'NEW' WHERE scope = 's' AND order_id = 'o1'`,
-		check: func() {
-			if got := f.order(t, recon.TableOrders, "o1", ""); !got.Equal(v2) {
-				t.Fatalf("after apply %v, want version 2 %v", got, v2)
-			}
-		},
+		check:  f.orderIs(t, recon.TableOrders, "o1", "", v2),
 	}.run(t, f, a)
-	if err := f.nextPage(t, 4); err != nil {
-		t.Fatalf("next page after the repair: %v", err)
-	}
+	f.repaired(t)
 }
 
 // Never rewound, whatever the action says: an action whose After is an
@@ -99,13 +77,7 @@ func TestHandlers_RewriteOrderNeverRewinds(t *testing.T) {
 	v1 := f.order(t, recon.TableOrderEvents, "o1", "1")
 	a := recon.Action{ID: "rewrite_order_version:orders/order_id=o1", Kind: recon.ActionRewriteOrderVersion, Reversible: true,
 		Target: recon.Fields{"scope": "s", "table": recon.TableOrders, "order_id": "o1"}, Before: v2, After: v1}
-	snap := f.dump(t, true)
-	if err := f.h.Registry()[a.Kind].Apply(ctxb, a); !errors.Is(err, ErrRewind) {
-		t.Fatalf("a rewinding rewrite: want ErrRewind, got %v", err)
-	}
-	if f.dump(t, true) != snap {
-		t.Fatal("a rewinding rewrite wrote")
-	}
+	f.refuses(t, a, ErrRewind)
 }
 
 // rewrite_order_version of a deleted current row: Before is absent, the
@@ -124,13 +96,7 @@ func TestHandlers_RewriteDeletedOrder(t *testing.T) {
 		move: `INSERT INTO orders (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
 VALUES ('s', 'o1', 3, 7, 'A', 'ACME', 'BUY', 100, 5, 0, 'FILLED', now())`,
 		unmove: `DELETE FROM orders WHERE scope = 's' AND order_id = 'o1'`,
-		check: func() {
-			if got := f.order(t, recon.TableOrders, "o1", ""); !got.Equal(a.After) {
-				t.Fatalf("after apply %v, want %v", got, a.After)
-			}
-		},
+		check:  f.orderIs(t, recon.TableOrders, "o1", "", a.After),
 	}.run(t, f, a)
-	if err := f.nextPage(t, 4); err != nil {
-		t.Fatalf("next page after the repair: %v", err)
-	}
+	f.repaired(t)
 }

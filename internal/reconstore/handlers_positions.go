@@ -85,28 +85,34 @@ func keyOf(a recon.Action) (scope, acct, instr string) {
 	return a.Target["scope"], a.Target["account"], a.Target["instrument"]
 }
 
+// positionRow reads the key's row and basis in the handler's transaction.
+func positionRow(scope, acct, instr string) func(context.Context, pgx.Tx) (recon.Fields, error) {
+	return func(ctx context.Context, tx pgx.Tx) (recon.Fields, error) {
+		return positionFields(ctx, tx, scope, acct, instr)
+	}
+}
+
 // writePosition applies rederive_position and adopt_source_opening: the row
 // becomes After (quantity and average cost re-derived, the proven source
 // opening), and the key's basis is rewritten to agree with it (see
 // rebaseKey). Before → write; row already After → no-op; else refused.
 func (h *Handlers) writePosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
-	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
-		cur, err := positionFields(ctx, tx, scope, acct, instr)
-		if err != nil {
-			return err
-		}
-		switch {
-		case cur.Equal(a.Before):
-		case rowPart(cur).Equal(a.After):
-			return nil // applied before (a crash between the write and the journal)
-		default:
-			return moved(a, "Before", cur)
-		}
-		if err := upsertPosition(ctx, tx, scope, a.After); err != nil {
-			return err
-		}
-		return rebaseKey(ctx, tx, scope, acct, instr, a.After)
+	return h.compareAndWrite(ctx, a, transition{
+		read: positionRow(scope, acct, instr),
+		// Applied before (a crash between the write and the journal): the
+		// row is After. A record still equal to Before is never the goal,
+		// even when its row already holds After's values: its basis is
+		// Before's, and without the rebase the next page would fold the
+		// key from it.
+		done: func(cur recon.Fields) bool { return !cur.Equal(a.Before) && rowPart(cur).Equal(a.After) },
+		from: is(a.Before), want: "Before",
+		write: func(ctx context.Context, tx pgx.Tx) error {
+			if err := upsertPosition(ctx, tx, scope, a.After); err != nil {
+				return err
+			}
+			return rebaseKey(ctx, tx, scope, acct, instr, a.After)
+		},
 	})
 }
 
@@ -119,18 +125,13 @@ func (h *Handlers) writePosition(ctx context.Context, a recon.Action) error {
 // revert is byte-exact instead: it moves the quarantined row itself back.
 func (h *Handlers) revertPosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
-	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
-		cur, err := positionFields(ctx, tx, scope, acct, instr)
-		if err != nil {
-			return err
-		}
-		switch {
-		case cur.Equal(a.Before):
-			return nil // never applied, or reverted already
-		case !rowPart(cur).Equal(a.After):
-			return moved(a, "After", cur)
-		}
-		return restorePosition(ctx, tx, scope, acct, instr, a.Before)
+	return h.compareAndWrite(ctx, a, transition{
+		read: positionRow(scope, acct, instr),
+		done: is(a.Before), // never applied, or reverted already
+		from: func(cur recon.Fields) bool { return rowPart(cur).Equal(a.After) }, want: "After",
+		write: func(ctx context.Context, tx pgx.Tx) error {
+			return restorePosition(ctx, tx, scope, acct, instr, a.Before)
+		},
 	})
 }
 
@@ -145,21 +146,32 @@ func restorePosition(ctx context.Context, tx pgx.Tx, scope, acct, instr string, 
 		return err
 	}
 	if f == nil || f["basis_seq"] == "" {
-		_, err := tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr)
-		if err != nil {
+		if err := deleteBasis(ctx, tx, scope, acct, instr); err != nil {
 			return fmt.Errorf("reconstore: delete basis %s/%s: %w", acct, instr, err)
 		}
 		return nil
 	}
+	if err := writeBasis(ctx, tx, scope, acct, instr, f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"]); err != nil {
+		return fmt.Errorf("reconstore: restore basis %s/%s: %w", acct, instr, err)
+	}
+	return nil
+}
+
+func deleteBasis(ctx context.Context, tx pgx.Tx, scope, acct, instr string) error {
+	_, err := tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr)
+	return err
+}
+
+// writeBasis upserts the key's basis row. A numeric value the row holds
+// already keeps its stored scale (keepScale), so a revert is byte-exact
+// for every value the repair did not change.
+func writeBasis(ctx context.Context, tx pgx.Tx, scope, acct, instr string, seq, qty, avg any) error {
 	_, err := tx.Exec(ctx, `
 INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)
 VALUES ($1, $2, $3, $4::bigint, $5::numeric, $6::numeric)
 ON CONFLICT (scope, account, instrument) DO UPDATE SET basis_seq = EXCLUDED.basis_seq, `+keepScale("projection_catchup_basis", "quantity", "avg_cost"),
-		scope, acct, instr, f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"])
-	if err != nil {
-		return fmt.Errorf("reconstore: restore basis %s/%s: %w", acct, instr, err)
-	}
-	return nil
+		scope, acct, instr, seq, qty, avg)
+	return err
 }
 
 func upsertPosition(ctx context.Context, tx pgx.Tx, scope string, f recon.Fields) error {
@@ -239,13 +251,9 @@ func rebaseKey(ctx context.Context, tx pgx.Tx, scope, acct, instr string, after 
 			ErrRecordMoved, acct, instr, final.Quantity, final.AvgCost, want.Quantity, want.AvgCost)
 	}
 	if v == 0 || (oseq != nil && *oseq > v) {
-		_, err = tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr)
+		err = deleteBasis(ctx, tx, scope, acct, instr)
 	} else {
-		_, err = tx.Exec(ctx, `
-INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)
-VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (scope, account, instrument) DO UPDATE SET basis_seq = EXCLUDED.basis_seq, `+keepScale("projection_catchup_basis", "quantity", "avg_cost"),
-			scope, acct, instr, v, atV.Quantity, atV.AvgCost)
+		err = writeBasis(ctx, tx, scope, acct, instr, v, atV.Quantity, atV.AvgCost)
 	}
 	if err != nil {
 		return fmt.Errorf("reconstore: rebase %s/%s: %w", acct, instr, err)
@@ -301,20 +309,12 @@ SELECT seq, trade_seq, 1, -quantity, price FROM trades
 // projection_position_quarantine when it still equals Before; absent → no-op.
 func (h *Handlers) dropPosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
-	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
-		cur, err := positionFields(ctx, tx, scope, acct, instr)
-		if err != nil {
-			return err
-		}
-		switch {
-		case cur == nil:
-			return nil
-		case !cur.Equal(a.Before):
-			return moved(a, "Before", cur)
-		}
-		// Written once, never updated (see quarantineTrade): a copy there
-		// already is kept when it holds Before's values, else refused.
-		ct, err := tx.Exec(ctx, `
+	return h.compareAndWrite(ctx, a, transition{
+		read: positionRow(scope, acct, instr), done: is(nil), from: is(a.Before), want: "Before",
+		write: func(ctx context.Context, tx pgx.Tx) error {
+			// Written once, never updated (see quarantineTrade): a copy there
+			// already is kept when it holds Before's values, else refused.
+			ct, err := tx.Exec(ctx, `
 INSERT INTO projection_position_quarantine (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq,
     quantity, avg_cost, updated_at, basis_seq, basis_quantity, basis_avg_cost)
 SELECT p.scope, p.account, p.instrument, p.opening_quantity, p.opening_avg_cost, p.opening_proven, p.opening_seq,
@@ -322,20 +322,21 @@ SELECT p.scope, p.account, p.instrument, p.opening_quantity, p.opening_avg_cost,
   FROM positions p LEFT JOIN projection_catchup_basis b ON b.scope = p.scope AND b.account = p.account AND b.instrument = p.instrument
  WHERE p.scope = $1 AND p.account = $2 AND p.instrument = $3
 ON CONFLICT (scope, account, instrument) DO NOTHING`, scope, acct, instr)
-		if err != nil {
-			return fmt.Errorf("reconstore: quarantine position %s/%s: %w", acct, instr, err)
-		}
-		if ct.RowsAffected() == 0 {
-			q, err := quarantinedPosition(ctx, tx, scope, acct, instr)
 			if err != nil {
-				return err
+				return fmt.Errorf("reconstore: quarantine position %s/%s: %w", acct, instr, err)
 			}
-			if !q.Equal(a.Before) {
-				return fmt.Errorf("%w: %s: another copy of position %s/%s is quarantined already (%v); a human compares the two",
-					ErrRecordMoved, a.ID, acct, instr, q)
+			if ct.RowsAffected() == 0 {
+				q, err := quarantinedPosition(ctx, tx, scope, acct, instr)
+				if err != nil {
+					return err
+				}
+				if !q.Equal(a.Before) {
+					return fmt.Errorf("%w: %s: another copy of position %s/%s is quarantined already (%v); a human compares the two",
+						ErrRecordMoved, a.ID, acct, instr, q)
+				}
 			}
-		}
-		return restorePosition(ctx, tx, scope, acct, instr, nil)
+			return restorePosition(ctx, tx, scope, acct, instr, nil)
+		},
 	})
 }
 
@@ -343,45 +344,38 @@ ON CONFLICT (scope, account, instrument) DO NOTHING`, scope, acct, instr)
 // scale and updated_at included) when the key is still absent.
 func (h *Handlers) undropPosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
-	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
-		cur, err := positionFields(ctx, tx, scope, acct, instr)
-		if err != nil {
-			return err
-		}
-		switch {
-		case cur.Equal(a.Before):
-			return nil
-		case cur != nil:
-			return moved(a, "absent", cur)
-		}
-		ct, err := tx.Exec(ctx, `
+	return h.compareAndWrite(ctx, a, transition{
+		read: positionRow(scope, acct, instr), done: is(a.Before), from: is(nil), want: "absent",
+		write: func(ctx context.Context, tx pgx.Tx) error {
+			ct, err := tx.Exec(ctx, `
 INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
 SELECT scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at
   FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr)
-		if err != nil {
-			return fmt.Errorf("reconstore: restore position %s/%s: %w", acct, instr, err)
-		}
-		if ct.RowsAffected() == 0 {
-			// No quarantined copy (dropped by another path): Before's values.
-			return restorePosition(ctx, tx, scope, acct, instr, a.Before)
-		}
-		if _, err := tx.Exec(ctx, `
+			if err != nil {
+				return fmt.Errorf("reconstore: restore position %s/%s: %w", acct, instr, err)
+			}
+			if ct.RowsAffected() == 0 {
+				// No quarantined copy (dropped by another path): Before's values.
+				return restorePosition(ctx, tx, scope, acct, instr, a.Before)
+			}
+			if _, err := tx.Exec(ctx, `
 INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)
 SELECT scope, account, instrument, basis_seq, basis_quantity, basis_avg_cost
   FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3 AND basis_seq IS NOT NULL`, scope, acct, instr); err != nil {
-			return fmt.Errorf("reconstore: restore basis %s/%s: %w", acct, instr, err)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr); err != nil {
-			return fmt.Errorf("reconstore: release quarantined position %s/%s: %w", acct, instr, err)
-		}
-		after, err := positionFields(ctx, tx, scope, acct, instr)
-		if err != nil {
-			return err
-		}
-		if !after.Equal(a.Before) {
-			return moved(a, "the quarantined copy to equal Before", after)
-		}
-		return nil
+				return fmt.Errorf("reconstore: restore basis %s/%s: %w", acct, instr, err)
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr); err != nil {
+				return fmt.Errorf("reconstore: release quarantined position %s/%s: %w", acct, instr, err)
+			}
+			after, err := positionFields(ctx, tx, scope, acct, instr)
+			if err != nil {
+				return err
+			}
+			if !after.Equal(a.Before) {
+				return moved(a, "the quarantined copy to equal Before", after)
+			}
+			return nil
+		},
 	})
 }
 

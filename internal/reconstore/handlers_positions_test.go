@@ -17,12 +17,10 @@ limitations under the License.
 package reconstore
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
-	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )
 
 // The fixture's snapshot reader is faithful: a database the recovery worker
@@ -42,26 +40,16 @@ func TestHandlers_CleanScopePlansNothing(t *testing.T) {
 func TestHandlers_RederivePosition(t *testing.T) {
 	t.Parallel()
 	f := newFx(t, ledger, 4)
-	good := f.position(t, "A", "ACME")
-	f.exec(t, `UPDATE positions SET quantity = 999, avg_cost = 1 WHERE scope = 's' AND account = 'A'`)
-	f.exec(t, `UPDATE projection_catchup_basis SET quantity = 7 WHERE scope = 's' AND account = 'A'`)
-	if err := f.nextPage(t, 4); err == nil {
-		t.Fatal("the next page accepted a corrupted balance")
-	}
-	a := actionOf(t, f.plan(t), recon.ActionRederivePosition, "account=A")
+	good := f.position(t, "A", "ACME") // row and basis
+	f.setup(t, `UPDATE positions SET quantity = 999, avg_cost = 1 WHERE scope = 's' AND account = 'A'`,
+		`UPDATE projection_catchup_basis SET quantity = 7 WHERE scope = 's' AND account = 'A'`)
+	f.blocks(t, "")
 	contract{
 		move:   `UPDATE positions SET quantity = 998 WHERE scope = 's' AND account = 'A'`,
 		unmove: `UPDATE positions SET quantity = 999 WHERE scope = 's' AND account = 'A'`,
-		check: func() {
-			if got := f.position(t, "A", "ACME"); !got.Equal(good) {
-				t.Fatalf("after apply %v, want %v (row and basis)", got, good)
-			}
-		},
-	}.run(t, f, a)
-	if err := f.nextPage(t, 4); err != nil {
-		t.Fatalf("next page after the repair: %v", err)
-	}
-	storetest.AssertPositions(t, f.admin, "s", ledger)
+		check:  f.positionIs(t, "A", "ACME", good),
+	}.run(t, f, actionOf(t, f.plan(t), recon.ActionRederivePosition, "account=A"))
+	f.repaired(t)
 }
 
 // adopt_source_opening: a row whose opening lost its provenance (and its
@@ -71,25 +59,15 @@ func TestHandlers_AdoptSourceOpening(t *testing.T) {
 	t.Parallel()
 	f := newFx(t, ledger, 4)
 	good := f.position(t, "A", "ACME")
-	f.exec(t, `UPDATE positions SET opening_proven = false, opening_seq = NULL WHERE scope = 's' AND account = 'A'`)
-	f.exec(t, `DELETE FROM projection_catchup_basis WHERE scope = 's' AND account = 'A'`)
-	if err := f.nextPage(t, 4); err == nil {
-		t.Fatal("the next page accepted an unproven opening")
-	}
-	a := actionOf(t, f.plan(t), recon.ActionAdoptSourceOpening, "account=A")
+	f.setup(t, `UPDATE positions SET opening_proven = false, opening_seq = NULL WHERE scope = 's' AND account = 'A'`,
+		`DELETE FROM projection_catchup_basis WHERE scope = 's' AND account = 'A'`)
+	f.blocks(t, "")
 	contract{
 		move:   `UPDATE positions SET opening_quantity = 11 WHERE scope = 's' AND account = 'A'`,
 		unmove: `UPDATE positions SET opening_quantity = 10 WHERE scope = 's' AND account = 'A'`,
-		check: func() {
-			if got := f.position(t, "A", "ACME"); !got.Equal(good) {
-				t.Fatalf("after apply %v, want %v", got, good)
-			}
-		},
-	}.run(t, f, a)
-	if err := f.nextPage(t, 4); err != nil {
-		t.Fatalf("next page after the repair: %v", err)
-	}
-	storetest.AssertPositions(t, f.admin, "s", ledger)
+		check:  f.positionIs(t, "A", "ACME", good),
+	}.run(t, f, actionOf(t, f.plan(t), recon.ActionAdoptSourceOpening, "account=A"))
+	f.repaired(t)
 }
 
 // rederive_position of a deleted row (Before: row=absent, the basis kept):
@@ -107,16 +85,9 @@ func TestHandlers_RederiveDeletedPosition(t *testing.T) {
 	contract{
 		move:   `INSERT INTO positions (scope, account, instrument, opening_proven, quantity, avg_cost) VALUES ('s', 'B', 'ACME', true, 1, 1)`,
 		unmove: `DELETE FROM positions WHERE scope = 's' AND account = 'B'`,
-		check: func() {
-			if got := f.position(t, "B", "ACME"); !got.Equal(good) {
-				t.Fatalf("after apply %v, want %v", got, good)
-			}
-		},
+		check:  f.positionIs(t, "B", "ACME", good),
 	}.run(t, f, a)
-	if err := f.nextPage(t, 4); err != nil {
-		t.Fatalf("next page after the repair: %v", err)
-	}
-	storetest.AssertPositions(t, f.admin, "s", ledger)
+	f.repaired(t)
 }
 
 // phantom is a balance nothing explains on a key of a known account (numeric
@@ -134,24 +105,14 @@ func TestHandlers_DropPosition(t *testing.T) {
 	t.Parallel()
 	f := newFx(t, ledger, 4)
 	f.exec(t, phantom)
-	if err := f.nextPage(t, 4); codes.Of(err) != codes.UnexplainedBalance {
-		t.Fatalf("final page with a phantom: want %s, got %v", codes.UnexplainedBalance, err)
-	}
-	a := actionOf(t, f.plan(t), recon.ActionDropPosition, "instrument=BOLT")
+	f.blocks(t, codes.UnexplainedBalance)
 	contract{
 		exact:  true,
 		move:   `UPDATE positions SET quantity = 6 WHERE scope = 's' AND instrument = 'BOLT'`,
 		unmove: `UPDATE positions SET quantity = 5.00 WHERE scope = 's' AND instrument = 'BOLT'`,
-		check: func() {
-			if got := f.position(t, "A", "BOLT"); got != nil {
-				t.Fatalf("still there: %v", got)
-			}
-		},
-	}.run(t, f, a)
-	if err := f.nextPage(t, 4); err != nil {
-		t.Fatalf("final page after the drop: %v", err)
-	}
-	storetest.AssertPositions(t, f.admin, "s", ledger)
+		check:  f.positionIs(t, "A", "BOLT", nil),
+	}.run(t, f, actionOf(t, f.plan(t), recon.ActionDropPosition, "instrument=BOLT"))
+	f.repaired(t)
 }
 
 // A phantom with a basis row: both move to the quarantine and back exactly.
@@ -168,20 +129,7 @@ func TestHandlers_DropPositionWithBasis(t *testing.T) {
 	}
 	f.exec(t, `INSERT INTO projection_position_quarantine (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, quantity, avg_cost, updated_at)
 VALUES ('s', 'A', 'BOLT', 0, 0, true, 9, 9, now())`)
-	snap := f.dump(t, true)
-	if err := f.h.Registry()[a.Kind].Apply(ctxb, a); !errors.Is(err, ErrRecordMoved) {
-		t.Fatalf("another quarantined copy: want ErrRecordMoved, got %v", err)
-	}
-	if f.dump(t, true) != snap {
-		t.Fatal("a refused drop wrote")
-	}
+	f.refuses(t, a, ErrRecordMoved) // another quarantined copy
 	f.exec(t, `DELETE FROM projection_position_quarantine`)
-	contract{
-		exact: true,
-		check: func() {
-			if got := f.position(t, "A", "BOLT"); got != nil {
-				t.Fatalf("row or basis still there: %v", got)
-			}
-		},
-	}.run(t, f, a)
+	contract{exact: true, check: f.positionIs(t, "A", "BOLT", nil)}.run(t, f, a)
 }

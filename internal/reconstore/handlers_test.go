@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
@@ -158,6 +159,75 @@ func (f fx) trade(t *testing.T, table, id string) recon.Fields {
 	return f.read(t, func(tx pgx.Tx) (recon.Fields, error) { return tradeFields(ctxb, tx, table, "s", id) })
 }
 
+func (f fx) order(t *testing.T, table, id, version string) recon.Fields {
+	t.Helper()
+	return f.read(t, func(tx pgx.Tx) (recon.Fields, error) {
+		return orderFields(ctxb, tx, orderRef{table: table, scope: "s", id: id, version: version})
+	})
+}
+
+// setup plants drift: each statement as the admin, in order.
+func (f fx) setup(t *testing.T, stmts ...string) {
+	t.Helper()
+	for _, q := range stmts {
+		f.exec(t, q)
+	}
+}
+
+// blocks: the next page (after seq 4) refuses the planted drift, with code
+// when one is named ("": any refusal).
+func (f fx) blocks(t *testing.T, code codes.Code) {
+	t.Helper()
+	if err := f.nextPage(t, 4); err == nil || (code != "" && codes.Of(err) != code) {
+		t.Fatalf("next page over the drift: want a refusal %q, got %v", code, err)
+	}
+}
+
+// repaired: the next page (after seq 4) succeeds and every position equals
+// the independent replay of the ledger.
+func (f fx) repaired(t *testing.T) {
+	t.Helper()
+	if err := f.nextPage(t, 4); err != nil {
+		t.Fatalf("next page after the repair: %v", err)
+	}
+	storetest.AssertPositions(t, f.admin, "s", ledger)
+}
+
+// refuses: the apply of a fails with want (errors.Is) and writes nothing.
+func (f fx) refuses(t *testing.T, a recon.Action, want error) {
+	t.Helper()
+	snap := f.dump(t, true)
+	if err := f.h.Registry()[a.Kind].Apply(ctxb, a); !errors.Is(err, want) {
+		t.Fatalf("apply %s: want %v, got %v", a.ID, want, err)
+	}
+	if got := f.dump(t, true); got != snap {
+		t.Fatalf("a refused apply of %s wrote:\n%s\nwant\n%s", a.ID, got, snap)
+	}
+}
+
+// holds is a contract check: the record read returns equals want (nil:
+// absent).
+func holds(t *testing.T, read func() recon.Fields, want recon.Fields) func() {
+	return func() {
+		t.Helper()
+		if got := read(); !got.Equal(want) {
+			t.Fatalf("after apply %v, want %v", got, want)
+		}
+	}
+}
+
+func (f fx) positionIs(t *testing.T, acct, instr string, want recon.Fields) func() {
+	return holds(t, func() recon.Fields { return f.position(t, acct, instr) }, want)
+}
+
+func (f fx) tradeIs(t *testing.T, table, id string, want recon.Fields) func() {
+	return holds(t, func() recon.Fields { return f.trade(t, table, id) }, want)
+}
+
+func (f fx) orderIs(t *testing.T, table, id, version string, want recon.Fields) func() {
+	return holds(t, func() recon.Fields { return f.order(t, table, id, version) }, want)
+}
+
 // contract is the handler contract of one action, checked on real rows:
 //
 //   - move (optional): another writer moves the record after the dry run;
@@ -181,13 +251,7 @@ func (c contract) run(t *testing.T, f fx, a recon.Action) {
 	before := f.dump(t, c.exact)
 	if c.move != "" {
 		f.exec(t, c.move)
-		moved := f.dump(t, true)
-		if err := hd.Apply(ctxb, a); !errors.Is(err, ErrRecordMoved) {
-			t.Fatalf("apply over a moved record: want ErrRecordMoved, got %v", err)
-		}
-		if got := f.dump(t, true); got != moved {
-			t.Fatalf("a refused apply wrote:\n%s\nwant\n%s", got, moved)
-		}
+		f.refuses(t, a, ErrRecordMoved)
 		f.exec(t, c.unmove)
 		if got := f.dump(t, c.exact); got != before {
 			t.Fatalf("unmove did not restore the state:\n%s\nwant\n%s", got, before)
@@ -247,4 +311,42 @@ var ledger = []wire.Event{
 	storetest.Trade(4, 2, "t2", "ACME", "110", "3", "B", "A"),
 	storetest.Trade(5, 3, "t3", "ACME", "120", "2", "A", "B"),
 	storetest.Order(6, "o2", 1, "B", "ACME", wire.SideSell, "130", "4", "4", wire.StatusNew),
+}
+
+// The decision every reversible handler shares (transition.next): the goal
+// is tested before the starting state, so a repeated apply or revert is a
+// no-op, and a record in neither state is refused with ErrRecordMoved.
+func TestHandlers_TransitionDecision(t *testing.T) {
+	t.Parallel()
+	before, after := recon.Fields{"q": "1"}, recon.Fields{"q": "2"}
+	moved := recon.Fields{"q": "3"}
+	a := recon.Action{ID: "x", Before: before, After: after}
+	apply := transition{done: is(after), from: is(before), want: "Before"}
+	revert := transition{done: is(before), from: is(after), want: "After"}
+	create := transition{done: is(after), from: is(nil), want: "absent"}
+	for _, tc := range []struct {
+		name      string
+		t         transition
+		cur       recon.Fields
+		write     bool
+		wantMoved bool
+	}{
+		{"apply from Before writes", apply, before, true, false},
+		{"apply at After is a no-op", apply, after, false, false},
+		{"apply over a moved record refuses", apply, moved, false, true},
+		{"apply over an absent record refuses", apply, nil, false, true},
+		{"revert from After writes", revert, after, true, false},
+		{"revert at Before is a no-op", revert, before, false, false},
+		{"revert over a moved record refuses", revert, moved, false, true},
+		{"create from absent writes", create, nil, true, false},
+		{"create over a present record refuses", create, moved, false, true},
+		{"the goal wins when a record is both", transition{done: is(before), from: is(before)}, before, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			write, err := tc.t.next(a, tc.cur)
+			if write != tc.write || errors.Is(err, ErrRecordMoved) != tc.wantMoved || (err != nil && !tc.wantMoved) {
+				t.Fatalf("next(%v) = %v, %v; want write %v, moved %v", tc.cur, write, err, tc.write, tc.wantMoved)
+			}
+		})
+	}
 }

@@ -55,6 +55,13 @@ func tradeFields(ctx context.Context, tx pgx.Tx, table, scope, id string) (recon
 
 const tradeQuarantine = "projection_trade_quarantine"
 
+// tradeRow reads the trades row of id in the handler's transaction.
+func tradeRow(scope, id string) func(context.Context, pgx.Tx) (recon.Fields, error) {
+	return func(ctx context.Context, tx pgx.Tx) (recon.Fields, error) {
+		return tradeFields(ctx, tx, "trades", scope, id)
+	}
+}
+
 // quarantineTrade moves the trades row equal to Before into
 // projection_trade_quarantine, column for column. Bases are left as they
 // are, on purpose: a basis is the fold of the VERIFIED source through its
@@ -64,73 +71,75 @@ const tradeQuarantine = "projection_trade_quarantine"
 // (rederive_position), which rebases them.
 func (h *Handlers) quarantineTrade(ctx context.Context, a recon.Action) error {
 	scope, id := a.Target["scope"], a.Target["trade_id"]
-	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
-		cur, err := tradeFields(ctx, tx, "trades", scope, id)
-		if err != nil {
-			return err
-		}
-		if !cur.Equal(a.Before) {
-			if cur == nil {
-				if q, err := tradeFields(ctx, tx, tradeQuarantine, scope, id); err != nil {
-					return err
-				} else if q.Equal(a.Before) {
-					return nil // quarantined already
-				}
+	var quarantined recon.Fields // the quarantine's copy, read when trades has none
+	return h.compareAndWrite(ctx, a, transition{
+		read: func(ctx context.Context, tx pgx.Tx) (recon.Fields, error) {
+			quarantined = nil
+			cur, err := tradeFields(ctx, tx, "trades", scope, id)
+			if err != nil || cur != nil {
+				return cur, err
 			}
-			return moved(a, "Before", cur)
-		}
-		// The quarantined copy is written once and never updated (no role
-		// has UPDATE on the quarantine tables: it is the evidence of what was
-		// moved out). A copy there already (the trade was quarantined, then
-		// written again by another writer) is kept when it holds Before's
-		// values, and refuses otherwise: a human compares the two copies.
-		ct, err := tx.Exec(ctx, `INSERT INTO projection_trade_quarantine (`+tradeCols+`)
+			quarantined, err = tradeFields(ctx, tx, tradeQuarantine, scope, id)
+			return nil, err
+		},
+		done: func(cur recon.Fields) bool { return cur == nil && quarantined.Equal(a.Before) }, // quarantined already
+		from: is(a.Before), want: "Before",
+		write: func(ctx context.Context, tx pgx.Tx) error {
+			// The quarantined copy is written once and never updated (no role
+			// has UPDATE on the quarantine tables: it is the evidence of what
+			// was moved out). A copy there already (the trade was quarantined,
+			// then written again by another writer) is kept when it holds
+			// Before's values, and refuses otherwise: a human compares the two
+			// copies.
+			ct, err := tx.Exec(ctx, `INSERT INTO projection_trade_quarantine (`+tradeCols+`)
 SELECT `+tradeCols+` FROM trades WHERE scope = $1 AND trade_id = $2
 ON CONFLICT (scope, trade_id) DO NOTHING`, scope, id)
-		if err != nil {
-			return fmt.Errorf("reconstore: quarantine trade %s: %w", id, err)
-		}
-		if ct.RowsAffected() == 0 {
-			q, err := tradeFields(ctx, tx, tradeQuarantine, scope, id)
 			if err != nil {
-				return err
+				return fmt.Errorf("reconstore: quarantine trade %s: %w", id, err)
 			}
-			if !q.Equal(a.Before) {
-				return fmt.Errorf("%w: %s: another copy of trade %s is quarantined already (%v); a human compares the two", ErrRecordMoved, a.ID, id, q)
+			if ct.RowsAffected() == 0 {
+				q, err := tradeFields(ctx, tx, tradeQuarantine, scope, id)
+				if err != nil {
+					return err
+				}
+				if !q.Equal(a.Before) {
+					return fmt.Errorf("%w: %s: another copy of trade %s is quarantined already (%v); a human compares the two", ErrRecordMoved, a.ID, id, q)
+				}
 			}
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM trades WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
-			return fmt.Errorf("reconstore: remove quarantined trade %s: %w", id, err)
-		}
-		return nil
+			if _, err := tx.Exec(ctx, `DELETE FROM trades WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
+				return fmt.Errorf("reconstore: remove quarantined trade %s: %w", id, err)
+			}
+			return nil
+		},
 	})
 }
 
 // unquarantineTrade moves the row back exactly as it was quarantined.
 func (h *Handlers) unquarantineTrade(ctx context.Context, a recon.Action) error {
 	scope, id := a.Target["scope"], a.Target["trade_id"]
-	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
-		cur, err := tradeFields(ctx, tx, "trades", scope, id)
-		if err != nil {
-			return err
-		}
-		q, err := tradeFields(ctx, tx, tradeQuarantine, scope, id)
-		if err != nil {
-			return err
-		}
-		switch {
-		case cur.Equal(a.Before) && q == nil:
-			return nil // never quarantined, or back already
-		case cur != nil || !q.Equal(a.Before):
-			return moved(a, "quarantined Before", cur)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO trades (`+tradeCols+`) SELECT `+tradeCols+` FROM projection_trade_quarantine WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
-			return fmt.Errorf("reconstore: unquarantine trade %s: %w", id, err)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM projection_trade_quarantine WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
-			return fmt.Errorf("reconstore: unquarantine trade %s: %w", id, err)
-		}
-		return nil
+	var quarantined recon.Fields
+	return h.compareAndWrite(ctx, a, transition{
+		read: func(ctx context.Context, tx pgx.Tx) (recon.Fields, error) {
+			cur, err := tradeFields(ctx, tx, "trades", scope, id)
+			if err != nil {
+				return nil, err
+			}
+			quarantined, err = tradeFields(ctx, tx, tradeQuarantine, scope, id)
+			return cur, err
+		},
+		// Never quarantined, or back already.
+		done: func(cur recon.Fields) bool { return cur.Equal(a.Before) && quarantined == nil },
+		from: func(cur recon.Fields) bool { return cur == nil && quarantined.Equal(a.Before) },
+		want: "quarantined Before",
+		write: func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO trades (`+tradeCols+`) SELECT `+tradeCols+` FROM projection_trade_quarantine WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
+				return fmt.Errorf("reconstore: unquarantine trade %s: %w", id, err)
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM projection_trade_quarantine WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
+				return fmt.Errorf("reconstore: unquarantine trade %s: %w", id, err)
+			}
+			return nil
+		},
 	})
 }
 
@@ -140,54 +149,36 @@ func (h *Handlers) unquarantineTrade(ctx context.Context, a recon.Action) error 
 // its keys includes it; removing or restoring the row changes no fold.
 func (h *Handlers) restoreTrade(ctx context.Context, a recon.Action) error {
 	scope, id := a.Target["scope"], a.Target["trade_id"]
-	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
-		cur, err := tradeFields(ctx, tx, "trades", scope, id)
-		if err != nil {
-			return err
-		}
-		switch {
-		case cur.Equal(a.After):
-			return nil
-		case !cur.Equal(a.Before):
-			return moved(a, "Before", cur)
-		}
-		f := a.After
-		seq, err := seqArg(f["seq"])
-		if err != nil {
-			return err
-		}
-		ts, err := tsArg(f["ts"])
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO trades (`+tradeCols+`)
+	return h.compareAndWrite(ctx, a, transition{
+		read: tradeRow(scope, id), done: is(a.After), from: is(a.Before), want: "Before",
+		write: func(ctx context.Context, tx pgx.Tx) error {
+			f := a.After
+			seq, ts, err := seqTSArgs(f)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `INSERT INTO trades (`+tradeCols+`)
 VALUES ($1, $2, $3::bigint, $4, $5, $6::numeric, $7::numeric, $8, $9, $10, $11, $12, $13, $14)`,
-			scope, id, f["trade_seq"], seq, f["instrument"], f["price"], f["quantity"], f["buy_order_id"], f["sell_order_id"],
-			f["buy_account"], f["sell_account"], ts, f["booking_status"], f["written_by"])
-		if err != nil {
-			return fmt.Errorf("reconstore: restore trade %s: %w", id, err)
-		}
-		return nil
+				scope, id, f["trade_seq"], seq, f["instrument"], f["price"], f["quantity"], f["buy_order_id"], f["sell_order_id"],
+				f["buy_account"], f["sell_account"], ts, f["booking_status"], f["written_by"])
+			if err != nil {
+				return fmt.Errorf("reconstore: restore trade %s: %w", id, err)
+			}
+			return nil
+		},
 	})
 }
 
 // unrestoreTrade deletes the restored row if it still equals After.
 func (h *Handlers) unrestoreTrade(ctx context.Context, a recon.Action) error {
 	scope, id := a.Target["scope"], a.Target["trade_id"]
-	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
-		cur, err := tradeFields(ctx, tx, "trades", scope, id)
-		if err != nil {
-			return err
-		}
-		switch {
-		case cur.Equal(a.Before):
+	return h.compareAndWrite(ctx, a, transition{
+		read: tradeRow(scope, id), done: is(a.Before), from: is(a.After), want: "After",
+		write: func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `DELETE FROM trades WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
+				return fmt.Errorf("reconstore: delete restored trade %s: %w", id, err)
+			}
 			return nil
-		case !cur.Equal(a.After):
-			return moved(a, "After", cur)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM trades WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
-			return fmt.Errorf("reconstore: delete restored trade %s: %w", id, err)
-		}
-		return nil
+		},
 	})
 }

@@ -17,12 +17,10 @@ limitations under the License.
 package reconstore
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
-	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )
 
 // forged is a trade the consensus never emitted, at a seq the next page
@@ -39,28 +37,16 @@ func TestHandlers_QuarantineTrade(t *testing.T) {
 	t.Parallel()
 	f := newFx(t, ledger, 4)
 	f.exec(t, forged)
-	if err := f.nextPage(t, 4); codes.Of(err) != codes.OrphanTrade {
-		t.Fatalf("next page with an orphan: want %s, got %v", codes.OrphanTrade, err)
-	}
-	a := actionOf(t, f.plan(t), recon.ActionQuarantineTrade, "trade_id=forged")
+	f.blocks(t, codes.OrphanTrade)
 	before := f.trade(t, "trades", "forged")
+	gone, quarantined := f.tradeIs(t, "trades", "forged", nil), f.tradeIs(t, tradeQuarantine, "forged", before)
 	contract{
 		exact:  true,
 		move:   `UPDATE trades SET quantity = 2 WHERE scope = 's' AND trade_id = 'forged'`,
 		unmove: `UPDATE trades SET quantity = 1 WHERE scope = 's' AND trade_id = 'forged'`,
-		check: func() {
-			if got := f.trade(t, "trades", "forged"); got != nil {
-				t.Fatalf("still in trades: %v", got)
-			}
-			if got := f.trade(t, tradeQuarantine, "forged"); !got.Equal(before) {
-				t.Fatalf("quarantined %v, want %v", got, before)
-			}
-		},
-	}.run(t, f, a)
-	if err := f.nextPage(t, 4); err != nil {
-		t.Fatalf("next page after the quarantine: %v", err)
-	}
-	storetest.AssertPositions(t, f.admin, "s", ledger)
+		check:  func() { gone(); quarantined() },
+	}.run(t, f, actionOf(t, f.plan(t), recon.ActionQuarantineTrade, "trade_id=forged"))
+	f.repaired(t)
 }
 
 // The quarantine is evidence, written once: a different copy of the trade
@@ -73,20 +59,12 @@ func TestHandlers_QuarantineTradeKeepsAnEarlierCopy(t *testing.T) {
 	a := actionOf(t, f.plan(t), recon.ActionQuarantineTrade, "trade_id=forged")
 	f.exec(t, `INSERT INTO projection_trade_quarantine SELECT scope, trade_id, trade_seq, seq, instrument, 7, quantity, buy_order_id,
     sell_order_id, buy_account, sell_account, ts, booking_status, written_by FROM trades WHERE trade_id = 'forged'`)
-	snap := f.dump(t, true)
-	if err := f.h.Registry()[a.Kind].Apply(ctxb, a); !errors.Is(err, ErrRecordMoved) {
-		t.Fatalf("another quarantined copy: want ErrRecordMoved, got %v", err)
-	}
-	if f.dump(t, true) != snap {
-		t.Fatal("a refused quarantine wrote")
-	}
+	f.refuses(t, a, ErrRecordMoved) // another quarantined copy
 	f.exec(t, `UPDATE projection_trade_quarantine SET price = 1.50 WHERE trade_id = 'forged'`)
 	if err := f.h.Registry()[a.Kind].Apply(ctxb, a); err != nil {
 		t.Fatalf("an identical quarantined copy: %v", err)
 	}
-	if got := f.trade(t, "trades", "forged"); got != nil {
-		t.Fatalf("still in trades: %v", got)
-	}
+	f.tradeIs(t, "trades", "forged", nil)()
 }
 
 // restore_trade: a verified trade deleted after verification is inserted as
@@ -108,17 +86,10 @@ func TestHandlers_RestoreTrade(t *testing.T) {
 		move: `INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts)
 VALUES ('s', 't1', 1, 3, 'ACME', 100, 6, 'b-t1', 's-t1', 'A', 'B', '2026-03-01 09:30:03.123456+00')`,
 		unmove: `DELETE FROM trades WHERE scope = 's' AND trade_id = 't1'`,
-		check: func() {
-			if got := f.trade(t, "trades", "t1"); !got.Equal(a.After) {
-				t.Fatalf("restored %v, want After %v", got, a.After)
-			}
-		},
+		check:  f.tradeIs(t, "trades", "t1", a.After),
 	}.run(t, f, a)
 	if p := f.plan(t); len(p.Actions) != 0 || len(p.Manual) != 0 {
 		t.Fatalf("after the restore the scope still plans:\n%s", recon.FormatPlan(p))
 	}
-	if err := f.nextPage(t, 4); err != nil {
-		t.Fatalf("next page after the restore: %v", err)
-	}
-	storetest.AssertPositions(t, f.admin, "s", ledger)
+	f.repaired(t)
 }
