@@ -195,7 +195,10 @@ func (r *ProjectionReconciliationReconciler) SetupWithManager(mgr ctrl.Manager) 
 	return ctrl.NewControllerManagedBy(mgr).
 		// Status writes do not re-trigger: spec changes (generation) and the
 		// requeue schedule (retries, spec.schedule) do.
-		For(&recoveryv1.ProjectionReconciliation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// An annotation change (kubectl annotate ...requested-at) asks for an
+		// evaluation now: a due schedule runs, nothing else changes.
+		For(&recoveryv1.ProjectionReconciliation{}, builder.WithPredicates(
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Named("projectionreconciliation").
 		Complete(r)
 }

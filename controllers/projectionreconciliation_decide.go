@@ -64,7 +64,9 @@ type reconDecision struct {
 //   - an approval is executed once: status.outcome.planId records the
 //     planId it echoed, so a resync, a restart or a conflict retry never
 //     applies it again (a second apply of a stale plan could undo a fix);
-//   - a rollback runs once, for the successful apply status names.
+//   - a rollback runs once, for the successful apply status names;
+//   - a refused apply or rollback is tried again only when a human edits
+//     the spec (a new generation), or by itself after a transient refusal.
 //
 // A successful apply or rollback is followed, in the same reconcile, by a
 // dry run that refreshes the report and plan (reconcileAct), so status never
@@ -78,6 +80,8 @@ func decideReconciliation(spec *recoveryv1.ProjectionReconciliationSpec, st *rec
 		switch o := st.Outcome; {
 		case o == nil || o.PlanID != ap.PlanID:
 			return reconDecision{action: reconApply, why: "spec.approval not executed yet"}
+		case o.Operation == opApply && o.Result != resultOK && changed:
+			return reconDecision{action: reconApply, why: "the refused approval was edited (e.g. its approver): trying it again"}
 		case o.Operation == opApply && transientResult(o.Result) && !before(now, o.At, reconRetry):
 			return reconDecision{action: reconApply, why: "the approved apply was refused for a transient reason: retrying"}
 		case o.Operation == opApply && transientResult(o.Result):

@@ -66,6 +66,14 @@ func TestReconDecide_OneActionPerReconcile(t *testing.T) {
 			st: reported(func(s *recoveryv1.ProjectionReconciliationStatus) {
 				s.Outcome = &recoveryv1.OutcomeSummary{Operation: opApply, PlanID: "p1", Result: "plan_expired", At: at(-time.Hour)}
 			}), gen: 1, want: reconNothing},
+		{name: "refused approval edited (new generation): tried again", spec: recoveryv1.ProjectionReconciliationSpec{Approval: approval},
+			st: reported(func(s *recoveryv1.ProjectionReconciliationStatus) {
+				s.Outcome = &recoveryv1.OutcomeSummary{Operation: opApply, PlanID: "p1", Result: "repair_denied", At: at(-time.Hour)}
+			}), gen: 2, want: reconApply},
+		{name: "successful approval, spec edited: a dry run, never a second apply", spec: recoveryv1.ProjectionReconciliationSpec{Approval: approval},
+			st: reported(func(s *recoveryv1.ProjectionReconciliationStatus) {
+				s.Outcome = &recoveryv1.OutcomeSummary{Operation: opApply, PlanID: "p1", Result: resultOK, At: at(-time.Hour)}
+			}), gen: 2, want: reconDryRun},
 		{name: "approval refused lease_unavailable: retried after the delay", spec: recoveryv1.ProjectionReconciliationSpec{Approval: approval},
 			st: reported(func(s *recoveryv1.ProjectionReconciliationStatus) {
 				s.Outcome = &recoveryv1.OutcomeSummary{Operation: opApply, PlanID: "p1", Result: "lease_unavailable", At: at(-time.Minute)}
