@@ -111,6 +111,15 @@ func (r *ProjectionReconciliationReconciler) dryRun(ctx context.Context, s *reco
 	}
 	st.Report = reportSummary(d.Report)
 	st.Plan = planSummary(d.Plan, d.Rehearsal.WouldSucceed())
+	if !d.Rehearsal.WouldSucceed() {
+		why := d.Rehearsal.Reason
+		for _, a := range d.Rehearsal.Actions {
+			if a.Error != "" && why == "" {
+				why = a.ActionID + ": " + a.Error
+			}
+		}
+		logf.FromContext(ctx).Info("the plan's rehearsal would not succeed", "plan", d.Plan.PlanID, "why", redact(why, s.secrets))
+	}
 	r.Metrics.observeReport(s.obj, s.recovery.Spec.Scope, d.Report)
 	return nil
 }
