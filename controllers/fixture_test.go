@@ -51,12 +51,14 @@ type fixture struct {
 	// role of a manager with auto-recovery off: an off test sets
 	// f.dsn = f.readOnlyDSN before f.recovery to prove SELECT suffices.
 	readOnlyDSN string
-	pool        *pgxpool.Pool // the admin's (trade-processor's) pool on the same database
-	store       *store.Store  // on pool
-	log         *engine.Log
-	member      *member.Member
-	h           *member.Handler
-	url         string
+	// reconDSN connects as projection_reconciliation (approved repairs).
+	reconDSN string
+	pool     *pgxpool.Pool // the admin's (trade-processor's) pool on the same database
+	store    *store.Store  // on pool
+	log      *engine.Log
+	member   *member.Member
+	h        *member.Handler
+	url      string
 
 	mu     sync.Mutex
 	events []wire.Event // every event the member produced, in consensus order
@@ -89,7 +91,7 @@ func newFixture(t testing.TB, scope string, commands int, dropRate float64) *fix
 	// the fixture itself (seeding runs, the live projector, assertions) is
 	// the trade-processor and connects as the admin.
 	db := recoverydb.New(t)
-	f := &fixture{t: t, scope: scope, dsn: db.Recovery, readOnlyDSN: db.ReadOnly}
+	f := &fixture{t: t, scope: scope, dsn: db.Recovery, readOnlyDSN: db.ReadOnly, reconDSN: db.Reconciliation}
 	var err error
 	if f.store, err = store.Open(ctx, db.Admin); err != nil {
 		t.Fatal(err)

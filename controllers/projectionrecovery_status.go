@@ -43,6 +43,9 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	obj := s.obj
 	st := &obj.Status
 	st.ObservedGeneration = obj.Generation
+	// Issue 10 item 4: the scope names the reconciliation that last repaired
+	// it (the annotation is set by the ProjectionReconciliation controller).
+	st.LastReconciliation = truncateTo(obj.Annotations[recoveryv1.AnnotationReconciledBy], 512)
 
 	c := s.cycle
 	if c != nil && c.cursorRead {

@@ -65,6 +65,8 @@ var (
 	suiteNATS     *natsserver.Server
 	suiteNATSPort int
 	suiteRec      *ProjectionRecoveryReconciler
+	suiteRecon    *ProjectionReconciliationReconciler
+	reconClock    = &shiftedClock{}
 )
 
 // shardLabel keeps the extra managers of some tests apart from the suite
@@ -165,6 +167,21 @@ func startManager(owner string, sel labels.Selector, autoRecovery bool, natsURL 
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return nil, nil, err
+	}
+	if owner == "suite-manager" {
+		// The reconciliation controller runs on the suite manager only, on
+		// the injectable clock (plan expiry tests shift it).
+		suiteRecon = &ProjectionReconciliationReconciler{
+			Client:      mgr.GetClient(),
+			APIReader:   mgr.GetAPIReader(),
+			Recorder:    mgr.GetEventRecorder("projection-reconciliation"),
+			Clock:       reconClock,
+			Connections: &Connections{},
+			Metrics:     NewReconciliationMetrics(prometheus.NewRegistry()),
+		}
+		if err := suiteRecon.SetupWithManager(mgr); err != nil {
+			return nil, nil, err
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

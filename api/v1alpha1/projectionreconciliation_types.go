@@ -42,6 +42,19 @@ const (
 // time, failing closed (repair_denied).
 const ApproveVerb = "approve"
 
+// Annotations the reconciliation controller sets on the ProjectionRecovery
+// after a successful apply or rollback (issue 10, item 4).
+const (
+	// AnnotationRequestedAt re-triggers the recovery controller at once (its
+	// predicates pass annotation changes): the repaired scope is proven
+	// again without waiting for the next interval.
+	AnnotationRequestedAt = "recovery.projection.io/requested-at"
+	// AnnotationReconciledBy is "<reconciliation name>/<correlation id>" of
+	// the last apply or rollback; the recovery controller copies it into
+	// status.lastReconciliation.
+	AnnotationReconciledBy = "recovery.projection.io/reconciled-by"
+)
+
 // RecoveryReference names the ProjectionRecovery (same namespace) whose scope
 // is reconciled; its source and database are the ones read.
 type RecoveryReference struct {
@@ -232,6 +245,11 @@ type OutcomeSummary struct {
 	VerificationRan bool `json:"verificationRan"`
 	// +kubebuilder:validation:MaxLength=128
 	CorrelationID string `json:"correlationId,omitempty"`
+	// PlanID is, for an apply, the planId the approval echoed
+	// (spec.approval.planId, executed once: a resync never applies it again)
+	// and, for a rollback, the plan the rolled-back apply executed.
+	// +kubebuilder:validation:MaxLength=128
+	PlanID string `json:"planId,omitempty"`
 	// +kubebuilder:validation:MaxLength=253
 	Approver string       `json:"approver,omitempty"`
 	At       *metav1.Time `json:"at,omitempty"`

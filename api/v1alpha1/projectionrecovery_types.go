@@ -202,6 +202,15 @@ type ProjectionRecoveryStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// LastReconciliation names the ProjectionReconciliation whose apply or
+	// rollback last changed this scope's projection, as
+	// "<reconciliation name>/<correlation id>" (copied from the
+	// recovery.projection.io/reconciled-by annotation the reconciliation
+	// controller sets), so a repaired scope says who repaired it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	LastReconciliation string `json:"lastReconciliation,omitempty"`
+
 	// State is CATCHING_UP, CURRENT, RETRYING or BLOCKED; empty before the first cycle.
 	// +optional
 	State RecoveryState `json:"state,omitempty"`

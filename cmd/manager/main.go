@@ -278,6 +278,17 @@ func run(args []string) error {
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up controller: %w", err)
 	}
+	// ProjectionReconciliation (issue 10): dry runs, approved applies and
+	// rollbacks. Its own pools: it never creates recovery's schema and runs
+	// no outbox publisher.
+	if err := (&controllers.ProjectionReconciliationReconciler{
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Recorder:    mgr.GetEventRecorder("projection-reconciliation"),
+		Connections: &controllers.Connections{MaxConnsPerDSN: 2, Log: ctrl.Log.WithName("reconciliation")},
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the reconciliation controller: %w", err)
+	}
 	if o.completenessAddr != "0" {
 		if err := mgr.Add(httpServer(o.completenessAddr, registry.Handler())); err != nil {
 			return err

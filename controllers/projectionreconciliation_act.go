@@ -1,0 +1,266 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/reconstore"
+	"github.com/projection-recovery/projection-recovery/internal/store"
+)
+
+// act runs the one action decideReconciliation chose.
+func (r *ProjectionReconciliationReconciler) act(ctx context.Context, s *reconScope) error {
+	s.decision = decideReconciliation(&s.obj.Spec, &s.obj.Status, s.obj.Generation, s.now)
+	switch s.decision.action {
+	case reconDryRun:
+		return r.dryRun(ctx, s)
+	case reconApply:
+		return r.apply(ctx, s)
+	case reconRollback:
+		return r.rollback(ctx, s)
+	}
+	return nil
+}
+
+// workflow wires reconstore's workflow for this reconcile. Detection reads
+// as the recovery's role; the run records (and, with a repair DSN, the
+// rehearsal and every write) go through the repair role when the spec has
+// one, else through the recovery's role (which may record runs but whose
+// rehearsal of a repair is refused by its grants: wouldSucceed false).
+func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *reconScope, approver string) (*reconstore.Workflow, *store.Store, error) {
+	ns, name := s.obj.Namespace, s.obj.Name
+	read, err := r.Connections.Store(ctx, reconKey(ns, name, false), s.secrets.dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := read
+	if s.repairDSN != "" {
+		if st, err = r.Connections.Store(ctx, reconKey(ns, name, true), s.repairDSN); err != nil {
+			return nil, nil, err
+		}
+	}
+	cl, err := r.Connections.Client(reconKey(ns, name, false), &s.recovery.Spec.Source, s.secrets)
+	if err != nil {
+		return nil, nil, err
+	}
+	staleAfter := 5 * time.Minute
+	if sa := s.obj.Spec.StaleAfter; sa != nil && sa.Duration > 0 {
+		staleAfter = sa.Duration
+	}
+	wf, err := reconstore.NewWorkflow(reconstore.WorkflowConfig{
+		Store:      st,
+		ReadPool:   read.Pool(),
+		Source:     cl,
+		Permission: &sarPermission{c: r.Client, namespace: ns, name: name, approver: approver},
+		Clock:      r.Clock.Now,
+		StaleAfter: staleAfter,
+		// trigger_cycle asks the recovery controller for a cycle now.
+		TriggerCycle: func(ctx context.Context, _ string) error { return r.touchRecovery(ctx, s, "") },
+		Log:          logf.FromContext(ctx).WithName("reconciliation"),
+	})
+	return wf, st, err
+}
+
+// dryRun reports and plans; it never applies (a schedule only ever lands here).
+func (r *ProjectionReconciliationReconciler) dryRun(ctx context.Context, s *reconScope) error {
+	st := &s.obj.Status
+	wf, _, err := r.workflow(ctx, s, "")
+	if err != nil {
+		st.RunState, st.LastRunAt, s.runError = recoveryv1.RunFailed, nowTime(r.Clock.Now()), redact(err.Error(), s.secrets)
+		return nil
+	}
+	d, err := wf.DryRun(ctx, s.recovery.Spec.Scope)
+	st.LastRunAt = nowTime(r.Clock.Now())
+	if d != nil && d.DryRunResult != nil {
+		st.RunState = recoveryv1.ReconciliationRunState(d.Run.Phase)
+	}
+	if err != nil || d == nil || d.Report == nil || d.Plan == nil {
+		// No report on a failure: never show (or apply) a partial one. The
+		// previous report and plan stay; runState says they are not fresh.
+		st.RunState = recoveryv1.RunFailed
+		if err != nil {
+			s.runError = redact(err.Error(), s.secrets)
+		}
+		return nil
+	}
+	st.Report = reportSummary(d.Report)
+	st.Plan = planSummary(d.Plan, d.Rehearsal.WouldSucceed())
+	if !d.Rehearsal.WouldSucceed() {
+		why := d.Rehearsal.Reason
+		for _, a := range d.Rehearsal.Actions {
+			if a.Error != "" && why == "" {
+				why = a.ActionID + ": " + a.Error
+			}
+		}
+		logf.FromContext(ctx).Info("the plan's rehearsal would not succeed", "plan", d.Plan.PlanID, "why", redact(why, s.secrets))
+	}
+	r.Metrics.observeReport(s.obj, s.recovery.Spec.Scope, d.Report)
+	return nil
+}
+
+// apply executes spec.approval against the plan status shows (read back as
+// it was stored by its dry run). Confirm is the approval's planId: a wrong
+// one is refused by the workflow (confirmation_required), nothing written.
+func (r *ProjectionReconciliationReconciler) apply(ctx context.Context, s *reconScope) error {
+	ap := s.obj.Spec.Approval
+	out := &recoveryv1.OutcomeSummary{Operation: opApply, PlanID: ap.PlanID, Approver: ap.Approver, At: nowTime(s.now)}
+	s.obj.Status.Outcome = out
+	if s.repairDSN == "" {
+		out.Result, out.Message = resultRefused, "spec.repairDsnSecretRef is required to apply: without it the resource reports and plans only"
+		return nil
+	}
+	wf, st, err := r.workflow(ctx, s, ap.Approver)
+	if err != nil {
+		out.Result, out.Message = string(recon.ResultSnapshotUnavailable), truncate(redact(err.Error(), s.secrets))
+		return nil
+	}
+	plan, err := storedPlan(ctx, st, s.recovery.Spec.Scope, s.obj.Status.Plan.PlanID)
+	if err != nil {
+		out.Result, out.Message = resultRefused, truncate(err.Error())
+		return nil
+	}
+	o, err := wf.Apply(ctx, plan, recon.ApplyOptions{Principal: ap.Approver, Confirm: ap.PlanID, Only: ap.Only,
+		AllowIrreversible: ap.AllowIrreversible, MaxActions: int(ap.MaxActions)})
+	fillApplyOutcome(out, o, err)
+	if out.Result == resultOK {
+		return r.repairedThen(ctx, s, out.CorrelationID)
+	}
+	return nil
+}
+
+// rollback reverts the apply spec.rollback names, from its audit trail
+// (cross-checked against the journal), under the scope's lease.
+func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *reconScope) error {
+	rb := s.obj.Spec.Rollback
+	prev := s.obj.Status.Outcome
+	out := &recoveryv1.OutcomeSummary{Operation: opRollback, CorrelationID: rb.CorrelationID, PlanID: prev.PlanID, Approver: rb.Approver, At: nowTime(s.now)}
+	s.obj.Status.Outcome = out
+	if s.repairDSN == "" {
+		out.Result, out.Message = resultRefused, "spec.repairDsnSecretRef is required to roll back"
+		return nil
+	}
+	wf, _, err := r.workflow(ctx, s, rb.Approver)
+	if err != nil {
+		out.Result, out.Message = string(recon.ResultSnapshotUnavailable), truncate(redact(err.Error(), s.secrets))
+		return nil
+	}
+	ro, err := wf.RollbackRun(ctx, rb.CorrelationID, rb.Approver)
+	out.Result = resultOK
+	if err != nil {
+		out.Result, out.Message = string(recon.CodeOf(err)), truncate(err.Error())
+	}
+	if ro != nil {
+		out.RolledBack, out.RollbackFailed = int32(len(ro.RolledBack)), int32(len(ro.RollbackFailed))
+		if ro.Code != "" {
+			out.Result, out.Message = string(ro.Code), truncate(ro.Detail)
+		}
+	}
+	if out.Result == resultOK {
+		return r.repairedThen(ctx, s, rb.CorrelationID)
+	}
+	return nil
+}
+
+// repairedThen follows a successful apply or rollback: the recovery is
+// re-triggered at once and names this reconciliation (issue 10 item 4),
+// then a dry run refreshes the report and plan in the same reconcile.
+func (r *ProjectionReconciliationReconciler) repairedThen(ctx context.Context, s *reconScope, correlationID string) error {
+	s.repaired = true
+	if err := r.touchRecovery(ctx, s, correlationID); err != nil {
+		// The repair is done and recorded; the recovery runs at its next
+		// interval anyway. Say so, never fail the reconcile (a retry could
+		// not re-apply, but it would lose this outcome's status write).
+		logf.FromContext(ctx).Info("could not re-trigger the ProjectionRecovery", "recovery", s.recovery.Name, "err", err.Error())
+	}
+	return r.dryRun(ctx, s)
+}
+
+// touchRecovery annotates the ProjectionRecovery: requested-at (its
+// predicates pass annotation changes: a cycle runs now) and, after a
+// repair, reconciled-by "<name>/<correlation id>".
+func (r *ProjectionReconciliationReconciler) touchRecovery(ctx context.Context, s *reconScope, correlationID string) error {
+	ann := map[string]string{recoveryv1.AnnotationRequestedAt: r.Clock.Now().UTC().Format(time.RFC3339Nano)}
+	if correlationID != "" {
+		ann[recoveryv1.AnnotationReconciledBy] = s.obj.Name + "/" + correlationID
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err != nil {
+		return err
+	}
+	rec := &recoveryv1.ProjectionRecovery{}
+	rec.Namespace, rec.Name = s.recovery.Namespace, s.recovery.Name
+	return r.Patch(ctx, rec, client.RawPatch("application/merge-patch+json", patch))
+}
+
+// storedPlan reads back the plan a dry run stored with its report
+// (projection_reconciliation_runs), exactly as it was shown.
+func storedPlan(ctx context.Context, st *store.Store, scope, planID string) (*recon.Plan, error) {
+	var id string
+	err := st.Pool().QueryRow(ctx, `SELECT id FROM projection_reconciliation_runs
+ WHERE scope = $1 AND plan_id = $2 AND state = 'reported' AND plan IS NOT NULL ORDER BY updated_at DESC LIMIT 1`, scope, planID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("plan %s of scope %q is not stored: run a dry run again", planID, scope)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the stored plan %s: %w", planID, err)
+	}
+	run, err := (&reconstore.Runs{Pool: st.Pool()}).Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return run.Plan, nil
+}
+
+// sarPermission is recon.Permission on the API server: the approver must be
+// allowed the `approve` verb on this ProjectionReconciliation
+// (SubjectAccessReview). It fails closed: an error, a denial, an unknown
+// answer or a principal other than the spec's approver is not allowed, and
+// the workflow answers repair_denied.
+type sarPermission struct {
+	c               client.Client
+	namespace, name string
+	approver        string
+}
+
+func (p *sarPermission) Allowed(ctx context.Context, principal string) (bool, error) {
+	if principal == "" || principal != p.approver {
+		return false, nil
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: principal,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: p.namespace, Verb: recoveryv1.ApproveVerb, Group: recoveryv1.GroupVersion.Group,
+			Resource: "projectionreconciliations", Name: p.name,
+		},
+	}}
+	if err := p.c.Create(ctx, sar); err != nil {
+		return false, fmt.Errorf("SubjectAccessReview for %q: %w", principal, err)
+	}
+	return sar.Status.Allowed && !sar.Status.Denied, nil
+}

@@ -1,0 +1,207 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+)
+
+// ProjectionReconciliationReconciler reconciles ProjectionReconciliation
+// objects: dry runs (report, plan, rehearsal), approved applies and
+// rollbacks of one scope, through internal/reconstore's workflow. Reconcile
+// is thin: get, resolve references, ONE action chosen by the pure
+// decideReconciliation, one optimistically locked status write.
+type ProjectionReconciliationReconciler struct {
+	client.Client
+	// APIReader reads Secrets and the referenced ProjectionRecovery without
+	// a cache (no cluster-wide Secret watch; a recovery outside the
+	// manager's label selector is still found).
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	// Clock is injected into every age check and plan expiry of the workflow.
+	Clock clock.PassiveClock
+	// Connections are this controller's pools and source clients (its own:
+	// it never creates recovery's schema and runs no outbox publisher).
+	Connections *Connections
+	Metrics     *ReconciliationMetrics
+}
+
+// reconScope carries one reconcile's inputs and outputs between phases.
+type reconScope struct {
+	obj      *recoveryv1.ProjectionReconciliation
+	now      time.Time
+	recovery *recoveryv1.ProjectionRecovery
+	secrets  resolvedSecrets
+	// repairDSN is the projection_reconciliation role's DSN ("" when the
+	// spec has no repairDsnSecretRef: report and plan only).
+	repairDSN string
+	decision  reconDecision
+	// stallReason/stallMessage: a missing reference, only a human fixes it.
+	stallReason, stallMessage string
+	// runError is why the last dry run failed (condition message).
+	runError string
+	// repaired is set after a successful apply or rollback.
+	repaired bool
+	done     bool
+}
+
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionreconciliations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionreconciliations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile runs at most one dry run, apply or rollback and writes status once.
+func (r *ProjectionReconciliationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	obj := &recoveryv1.ProjectionReconciliation{}
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget(req.Namespace, req.Name)
+			r.Connections.Forget(reconKey(req.Namespace, req.Name, false))
+			r.Connections.Forget(reconKey(req.Namespace, req.Name, true))
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	s := &reconScope{obj: obj, now: r.Clock.Now()}
+	before := obj.DeepCopy()
+	for _, p := range []func(context.Context, *reconScope) error{r.resolveRecovery, r.resolveSecrets, r.act} {
+		if err := p(ctx, s); err != nil {
+			return ctrl.Result{}, err // not evaluated: status untouched, rate-limited retry
+		}
+		if s.done {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return ctrl.Result{}, nil // shutting down: what a cancelled run saw is an artefact
+	}
+	r.computeStatus(s)
+	if err := r.writeStatus(ctx, before, obj, s.decision.action == reconApply || s.decision.action == reconRollback); err != nil {
+		if apierrors.IsConflict(err) {
+			log.V(1).Info("status changed since it was read; requeueing")
+			return ctrl.Result{RequeueAfter: conflictRequeue}, nil
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.publish(s, before)
+	log.V(1).Info("reconciliation reconciled", "action", string(s.decision.action), "why", s.decision.why, "runState", string(obj.Status.RunState))
+	if s.stallReason != "" {
+		return ctrl.Result{RequeueAfter: reconRetry}, nil // the next periodic check picks an operator's fix up
+	}
+	// The next decision (a schedule, a retry) is computed on the status just written.
+	next := decideReconciliation(&obj.Spec, &obj.Status, obj.Generation, r.Clock.Now())
+	if next.action != reconNothing {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	return ctrl.Result{RequeueAfter: next.requeueAfter}, nil
+}
+
+// resolveRecovery reads the referenced ProjectionRecovery (same namespace).
+func (r *ProjectionReconciliationReconciler) resolveRecovery(ctx context.Context, s *reconScope) error {
+	rec := &recoveryv1.ProjectionRecovery{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.obj.Namespace, Name: s.obj.Spec.RecoveryRef.Name}, rec)
+	switch {
+	case apierrors.IsNotFound(err):
+		s.stallReason, s.stallMessage, s.done = ReasonRecoveryNotFound, "spec.recoveryRef: ProjectionRecovery \""+s.obj.Spec.RecoveryRef.Name+"\" not found in this namespace", true
+		return nil
+	case err != nil:
+		return err
+	}
+	s.recovery = rec
+	return nil
+}
+
+// resolveSecrets resolves the recovery's Secrets exactly as the recovery
+// controller does (its reconcileSecrets, same messages), then the optional
+// repairDsnSecretRef.
+func (r *ProjectionReconciliationReconciler) resolveSecrets(ctx context.Context, s *reconScope) error {
+	rr := &ProjectionRecoveryReconciler{APIReader: r.APIReader}
+	rs := &recoveryScope{obj: s.recovery}
+	if err := rr.reconcileSecrets(ctx, rs); err != nil {
+		return err
+	}
+	if rs.done {
+		s.stallReason, s.stallMessage, s.done = recoveryv1.ReasonSecretNotFound, "recovery "+s.recovery.Name+": "+rs.message, true
+		return nil
+	}
+	s.secrets = rs.secrets
+	if ref := s.obj.Spec.RepairDSNSecretRef; ref != nil {
+		dsn, err := rr.secretValue(ctx, s.obj.Namespace, "spec.repairDsnSecretRef", ref)
+		if err != nil {
+			rs.reason = ""
+			if perr := rr.secretPhaseError(rs, err); perr != nil {
+				return perr
+			}
+			s.stallReason, s.stallMessage, s.done = recoveryv1.ReasonSecretNotFound, rs.message, true
+			return nil
+		}
+		s.repairDSN = dsn
+	}
+	return nil
+}
+
+// reconKey names a reconciliation's use of a pool in Connections (two uses:
+// the recovery role's DSN and the repair role's).
+func reconKey(ns, name string, repair bool) string {
+	if repair {
+		return "reconciliation-repair:" + ns + "/" + name
+	}
+	return "reconciliation:" + ns + "/" + name
+}
+
+// SetupWithManager registers the controller.
+func (r *ProjectionReconciliationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Connections == nil {
+		r.Connections = &Connections{}
+	}
+	if r.Metrics == nil {
+		r.Metrics = NewReconciliationMetrics(nil)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		// Status writes do not re-trigger: spec changes (generation) and the
+		// requeue schedule (retries, spec.schedule) do.
+		// An annotation change (kubectl annotate ...requested-at) asks for an
+		// evaluation now: a due schedule runs, nothing else changes.
+		For(&recoveryv1.ProjectionReconciliation{}, builder.WithPredicates(
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Named("projectionreconciliation").
+		Complete(r)
+}
+
+// nowTime is the injected clock as a status time.
+func nowTime(t time.Time) *metav1.Time { return ptrTime(t) }

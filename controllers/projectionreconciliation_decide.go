@@ -1,0 +1,217 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+)
+
+// reconAction is what one reconcile of a ProjectionReconciliation does.
+type reconAction string
+
+const (
+	reconNothing  reconAction = ""
+	reconDryRun   reconAction = "dryRun"
+	reconApply    reconAction = "apply"
+	reconRollback reconAction = "rollback"
+)
+
+// Operations recorded in status.outcome.operation.
+const (
+	opApply    = "apply"
+	opRollback = "rollback"
+	resultOK   = "ok"
+)
+
+// reconRetry is how soon a failed dry run, or an apply refused for a
+// transient reason (the recovery worker held the lease, the source could
+// not be read), is tried again.
+const reconRetry = 30 * time.Second
+
+// reconDecision is the pure decision of one reconcile.
+type reconDecision struct {
+	action reconAction
+	// why is a short key/value-friendly explanation (logs, tests).
+	why string
+	// requeueAfter schedules the next reconcile when nothing else will
+	// (a schedule, a retry); 0: wait for a spec change.
+	requeueAfter time.Duration
+}
+
+// decideReconciliation chooses at most ONE action from the spec, the status
+// and the injected clock. Invariants (what breaks without them):
+//   - a scheduled run is always a dry run: a schedule never applies
+//     (reconciliation.txt: only an approval repairs);
+//   - an approval is executed once: status.outcome.planId records the
+//     planId it echoed, so a resync, a restart or a conflict retry never
+//     applies it again (a second apply of a stale plan could undo a fix);
+//   - a rollback runs once, for the successful apply status names;
+//   - a refused apply or rollback is tried again only when a human edits
+//     the spec (a new generation), or by itself after a transient refusal.
+//
+// A successful apply or rollback is followed, in the same reconcile, by a
+// dry run that refreshes the report and plan (reconcileAct), so status never
+// shows the pre-repair plan as current.
+func decideReconciliation(spec *recoveryv1.ProjectionReconciliationSpec, st *recoveryv1.ProjectionReconciliationStatus, generation int64, now time.Time) reconDecision {
+	changed := generation != st.ObservedGeneration
+	if rb := spec.Rollback; rb != nil && rollbackPending(rb, st.Outcome, changed) {
+		return reconDecision{action: reconRollback, why: "spec.rollback names a successful apply not rolled back"}
+	}
+	if ap := spec.Approval; ap != nil && st.Plan != nil {
+		switch o := st.Outcome; {
+		case o == nil || o.PlanID != ap.PlanID:
+			return reconDecision{action: reconApply, why: "spec.approval not executed yet"}
+		case o.Operation == opApply && o.Result != resultOK && changed:
+			return reconDecision{action: reconApply, why: "the refused approval was edited (e.g. its approver): trying it again"}
+		case o.Operation == opApply && transientResult(o.Result) && !before(now, o.At, reconRetry):
+			return reconDecision{action: reconApply, why: "the approved apply was refused for a transient reason: retrying"}
+		case o.Operation == opApply && transientResult(o.Result):
+			return reconDecision{requeueAfter: until(now, o.At, reconRetry), why: "transient apply refusal: waiting to retry"}
+		}
+	}
+	if changed {
+		return reconDecision{action: reconDryRun, why: "generation changed"}
+	}
+	if st.RunState == recoveryv1.RunFailed || st.RunState == recoveryv1.RunCancelled {
+		if !before(now, st.LastRunAt, reconRetry) {
+			return reconDecision{action: reconDryRun, why: "the last dry run failed: retrying"}
+		}
+		return reconDecision{requeueAfter: until(now, st.LastRunAt, reconRetry), why: "failed dry run: waiting to retry"}
+	}
+	if sc := spec.Schedule; sc != nil && sc.Interval.Duration > 0 {
+		if !before(now, st.LastRunAt, sc.Interval.Duration) {
+			return reconDecision{action: reconDryRun, why: "schedule interval elapsed"}
+		}
+		return reconDecision{requeueAfter: until(now, st.LastRunAt, sc.Interval.Duration), why: "next scheduled dry run"}
+	}
+	return reconDecision{why: "nothing to do"}
+}
+
+// rollbackPending: the outcome is the successful apply the rollback names,
+// or a refused rollback of it that a spec change (a corrected approver)
+// asks to try again.
+func rollbackPending(rb *recoveryv1.ReconciliationRollback, o *recoveryv1.OutcomeSummary, changed bool) bool {
+	if o == nil || o.CorrelationID != rb.CorrelationID {
+		return false
+	}
+	switch o.Operation {
+	case opApply:
+		return o.Result == resultOK
+	case opRollback:
+		return o.Result != resultOK && changed
+	}
+	return false
+}
+
+// transientResult: refusals that pass on their own (nothing was written).
+func transientResult(result string) bool {
+	switch recon.ResultCode(result) {
+	case recon.ResultLeaseUnavailable, recon.ResultSnapshotUnavailable:
+		return true
+	}
+	return false
+}
+
+// before reports whether now is earlier than at+d (a nil at is long ago).
+func before(now time.Time, at *metav1.Time, d time.Duration) bool {
+	return at != nil && now.Before(at.Add(d))
+}
+
+// until is how long from now to at+d, at least a second (status times are
+// truncated to the second).
+func until(now time.Time, at *metav1.Time, d time.Duration) time.Duration {
+	if at == nil {
+		return time.Second
+	}
+	return max(time.Second, at.Add(d).Sub(now)+time.Second)
+}
+
+// needsHuman: result codes only a human can clear (Stalled).
+func needsHuman(result string) bool {
+	switch recon.ResultCode(result) {
+	case recon.ResultRepairDenied, recon.ResultPlanExpired, recon.ResultPlanStale, recon.ResultConfirmationNeeded,
+		recon.ResultPlanTampered, recon.ResultBlastRadius, recon.ResultNothingSelected, recon.ResultRepairFailed, recon.ResultHandlerMissing:
+		return true
+	}
+	return result == resultRefused
+}
+
+// resultRefused is the outcome of an apply or rollback the controller could
+// not even attempt (no repairDsnSecretRef, no stored plan).
+const resultRefused = "refused"
+
+// Condition reasons of a ProjectionReconciliation.
+const (
+	ReasonReported         = "Reported"
+	ReasonDrift            = "DriftFound"
+	ReasonRunning          = "Running"
+	ReasonRunFailed        = "RunFailed"
+	ReasonRepaired         = "Repaired"
+	ReasonRolledBack       = "RolledBack"
+	ReasonRefused          = "Refused"
+	ReasonRecoveryNotFound = "RecoveryNotFound"
+)
+
+// reconConditions is the kstatus triple of a status (pure). Ready: the last
+// report (refreshed after every repair) is clean and without findings.
+// Stalled: a missing reference (stallReason), or an apply or rollback
+// refusal only a human can clear while the spec still asks for it (editing
+// or removing spec.approval / spec.rollback is the human's answer).
+// Reconciling: a dry run pending, or failed and retried. A report with
+// findings awaiting an approval is neither: settled, not Ready.
+func reconConditions(spec *recoveryv1.ProjectionReconciliationSpec, st *recoveryv1.ProjectionReconciliationStatus, stallReason, stallMessage string) conditionSet {
+	if stallReason != "" {
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, stallReason, stallMessage}
+	}
+	if o := st.Outcome; o != nil && o.Result != resultOK && needsHuman(o.Result) && stillRequested(spec, o) {
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, ReasonRefused, o.Operation + " " + o.Result + ": " + o.Message}
+	}
+	switch st.RunState {
+	case recoveryv1.RunFailed, recoveryv1.RunCancelled:
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, ReasonRunFailed, "the last dry run failed; retrying"}
+	case recoveryv1.RunReported:
+	default:
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, ReasonRunning, "a dry run is pending"}
+	}
+	if r := st.Report; r != nil && r.Clean && r.Findings == 0 {
+		if o := st.Outcome; o != nil && o.Operation == opApply && o.Result == resultOK && o.VerificationRan && o.StillDrifting == 0 {
+			return conditionSet{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionFalse, ReasonRepaired, "the apply succeeded, its verification found every targeted finding gone, and the next dry run is clean"}
+		}
+		return conditionSet{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionFalse, ReasonReported, "the projection agrees with the member's verified output"}
+	}
+	msg := "drift found: approve the plan (spec.approval.planId) or fix it by hand"
+	if r := st.Report; r != nil && len(r.Top) > 0 {
+		msg = r.Top[0].Invariant + ": " + r.Top[0].Cause + "; " + msg
+	}
+	return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse, ReasonDrift, msg}
+}
+
+// stillRequested: the spec still asks for the refused operation.
+func stillRequested(spec *recoveryv1.ProjectionReconciliationSpec, o *recoveryv1.OutcomeSummary) bool {
+	switch o.Operation {
+	case opApply:
+		return spec.Approval != nil && spec.Approval.PlanID == o.PlanID
+	case opRollback:
+		return spec.Rollback != nil && spec.Rollback.CorrelationID == o.CorrelationID
+	}
+	return false
+}

@@ -1,0 +1,263 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+)
+
+// Bounds of the status summaries (the CRD's MaxItems).
+const (
+	maxTopFindings  = 10
+	maxActionIDs    = 50
+	maxByInvariant  = 64
+	maxCauseLength  = 1024
+	maxIDLength     = 512
+	maxStatusString = 128
+)
+
+// computeStatus folds the reconcile into obj.Status (in memory only).
+func (r *ProjectionReconciliationReconciler) computeStatus(s *reconScope) {
+	obj := s.obj
+	st := &obj.Status
+	st.ObservedGeneration = obj.Generation
+	set := reconConditions(&obj.Spec, st, s.stallReason, s.stallMessage)
+	if set.reason == ReasonRunFailed && s.runError != "" {
+		set.message = "the last dry run failed; retrying: " + s.runError
+	}
+	set.message = truncate(redact(set.message, s.secrets))
+	applyConditions(&st.Conditions, set, obj.Generation, metav1.NewTime(s.now.Truncate(time.Second)))
+}
+
+// writeStatus writes status once, only when it changed, with the optimistic
+// lock of the resourceVersion read. After an apply or a rollback the
+// outcome MUST reach status (it is what stops a resync from executing the
+// approval again), so a conflict there is retried on a fresh read with
+// this reconcile's status: only this controller writes status.
+func (r *ProjectionReconciliationReconciler) writeStatus(ctx context.Context, before, after *recoveryv1.ProjectionReconciliation, mustLand bool) error {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+		return nil
+	}
+	err := r.Status().Update(ctx, after)
+	for i := 0; mustLand && apierrors.IsConflict(err) && i < 5; i++ {
+		fresh := &recoveryv1.ProjectionReconciliation{}
+		if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(after), fresh); gerr != nil {
+			return gerr
+		}
+		fresh.Status = *after.Status.DeepCopy()
+		err = r.Status().Update(ctx, fresh)
+		if err == nil {
+			after.ResourceVersion = fresh.ResourceVersion
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("updating status: %w", err)
+	}
+	return nil
+}
+
+// publish emits the events of what status now says: findings of a fresh
+// report, an apply or rollback outcome, a stall.
+func (r *ProjectionReconciliationReconciler) publish(s *reconScope, before *recoveryv1.ProjectionReconciliation) {
+	if r.Recorder == nil {
+		return
+	}
+	obj, st := s.obj, &s.obj.Status
+	if o := st.Outcome; o != nil && !equality.Semantic.DeepEqual(before.Status.Outcome, o) {
+		typ, reason := corev1.EventTypeNormal, ReasonRepaired
+		if o.Operation == opRollback {
+			reason = ReasonRolledBack
+		}
+		if o.Result != resultOK {
+			typ, reason = corev1.EventTypeWarning, ReasonRefused
+		}
+		r.Recorder.Eventf(obj, s.recovery, typ, reason, o.Operation, "%s %s (correlation %s, applied %d, rolled back %d, verified %d, still drifting %d): %s",
+			o.Operation, o.Result, o.CorrelationID, o.Applied, o.RolledBack, o.Verified, o.StillDrifting, o.Message)
+	}
+	if rep := st.Report; rep != nil && rep.Findings > 0 && s.decision.action != reconNothing && st.RunState == recoveryv1.RunReported {
+		cause := ""
+		if len(rep.Top) > 0 {
+			cause = rep.Top[0].Invariant + ": " + rep.Top[0].Cause
+		}
+		plan := ""
+		if st.Plan != nil {
+			plan = st.Plan.PlanID
+		}
+		r.Recorder.Eventf(obj, s.recovery, corev1.EventTypeWarning, ReasonDrift, "DryRun", "%d finding(s), clean=%t, plan %s; first: %s", rep.Findings, rep.Clean, plan, cause)
+	}
+	if s.stallReason != "" && !stalledFor(before, s.stallReason) {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, s.stallReason, "Resolve", "%s", s.stallMessage)
+	}
+}
+
+func stalledFor(obj *recoveryv1.ProjectionReconciliation, reason string) bool {
+	for _, c := range obj.Status.Conditions {
+		if c.Type == recoveryv1.ConditionStalled && c.Status == metav1.ConditionTrue && c.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+// causeLine is a finding's root cause as status shows it: "code (confidence): hint".
+func causeLine(rc recon.RootCause) string {
+	return truncateTo(fmt.Sprintf("%s (%s): %s", rc.Code, rc.Confidence, rc.Hint), maxCauseLength)
+}
+
+// reportSummary bounds a report for status: counts, ten findings with cause lines.
+func reportSummary(rep *recon.Report) *recoveryv1.ReportSummary {
+	out := &recoveryv1.ReportSummary{Clean: rep.Clean, Findings: int32(len(rep.Findings))}
+	for k, n := range rep.ByKind {
+		out.ByKind = append(out.ByKind, recoveryv1.CountByName{Name: string(k), Count: int32(n)})
+	}
+	for inv, n := range rep.ByInvariant {
+		out.ByInvariant = append(out.ByInvariant, recoveryv1.CountByName{Name: truncateTo(string(inv), maxStatusString), Count: int32(n)})
+	}
+	byName := func(c []recoveryv1.CountByName) {
+		sort.Slice(c, func(i, j int) bool { return c[i].Name < c[j].Name })
+	}
+	byName(out.ByKind)
+	byName(out.ByInvariant)
+	if len(out.ByKind) > 4 {
+		out.ByKind = out.ByKind[:4]
+	}
+	if len(out.ByInvariant) > maxByInvariant {
+		out.ByInvariant = out.ByInvariant[:maxByInvariant]
+	}
+	for i, f := range rep.Findings {
+		if i == maxTopFindings {
+			break
+		}
+		out.Top = append(out.Top, recoveryv1.FindingSummary{ID: truncateTo(f.ID, maxIDLength), Invariant: truncateTo(string(f.Invariant), maxStatusString),
+			Kind: string(f.Kind), Cause: causeLine(f.RootCause)})
+	}
+	return out
+}
+
+// planSummary bounds a plan for status: its id, fingerprint, expiry and the
+// first fifty action ids.
+func planSummary(p *recon.Plan, wouldSucceed bool) *recoveryv1.PlanSummary {
+	out := &recoveryv1.PlanSummary{PlanID: p.PlanID, Fingerprint: p.Fingerprint, Expires: ptrTime(p.Expires),
+		Actions: int32(len(p.Actions)), Manual: int32(len(p.Manual)), WouldSucceed: wouldSucceed}
+	for i, a := range p.Actions {
+		if i == maxActionIDs {
+			break
+		}
+		out.ActionIDs = append(out.ActionIDs, a.ID)
+	}
+	return out
+}
+
+// fillApplyOutcome folds the workflow's outcome into the status summary.
+func fillApplyOutcome(out *recoveryv1.OutcomeSummary, o *recon.Outcome, err error) {
+	out.Result = resultOK
+	if err != nil {
+		out.Result, out.Message = string(recon.CodeOf(err)), truncate(err.Error())
+	}
+	if o == nil {
+		return
+	}
+	if o.Code != "" {
+		out.Result, out.Message = string(o.Code), truncate(o.Detail)
+	}
+	out.CorrelationID = o.CorrelationID
+	out.Applied, out.RolledBack, out.RollbackFailed = int32(len(o.Applied)), int32(len(o.RolledBack)), int32(len(o.RollbackFailed))
+	out.Verified, out.StillDrifting, out.VerificationRan = int32(len(o.Verified)), int32(len(o.StillDrifting)), o.VerificationRan
+}
+
+func truncateTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// ReconciliationMetrics are the reconciliation controller's series.
+type ReconciliationMetrics struct {
+	// drift is the number of findings of the last report per invariant, so
+	// an alert fires on drift (projection_reconciliation_drift_findings > 0).
+	drift *prometheus.GaugeVec
+}
+
+var (
+	defaultReconMetricsOnce sync.Once
+	defaultReconMetrics     *ReconciliationMetrics
+)
+
+// NewReconciliationMetrics registers the series on reg; nil means
+// controller-runtime's registry, registered once per process.
+func NewReconciliationMetrics(reg prometheus.Registerer) *ReconciliationMetrics {
+	if reg == nil {
+		defaultReconMetricsOnce.Do(func() { defaultReconMetrics = newReconciliationMetrics(crmetrics.Registry) })
+		return defaultReconMetrics
+	}
+	return newReconciliationMetrics(reg)
+}
+
+func newReconciliationMetrics(reg prometheus.Registerer) *ReconciliationMetrics {
+	m := &ReconciliationMetrics{drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "projection_reconciliation_drift_findings",
+		Help: "Findings of the last reconciliation report, per scope and invariant (0 series: clean).",
+	}, []string{"namespace", "name", "scope", "invariant"})}
+	reg.MustRegister(m.drift)
+	return m
+}
+
+// observeReport replaces the resource's series by the report's counts.
+func (m *ReconciliationMetrics) observeReport(obj *recoveryv1.ProjectionReconciliation, scope string, rep *recon.Report) {
+	m.forget(obj.Namespace, obj.Name)
+	for inv, n := range rep.ByInvariant {
+		m.drift.WithLabelValues(obj.Namespace, obj.Name, scope, string(inv)).Set(float64(n))
+	}
+}
+
+// Drift is the gauge's value (tests).
+func (m *ReconciliationMetrics) Drift(ns, name, scope, invariant string) float64 {
+	g, err := m.drift.GetMetricWithLabelValues(ns, name, scope, invariant)
+	if err != nil {
+		return -1
+	}
+	return testGaugeValue(g)
+}
+
+func (m *ReconciliationMetrics) forget(ns, name string) {
+	m.drift.DeletePartialMatch(prometheus.Labels{"namespace": ns, "name": name})
+}
+
+func testGaugeValue(g prometheus.Gauge) float64 {
+	var d dto.Metric
+	if err := g.Write(&d); err != nil || d.Gauge == nil {
+		return -1
+	}
+	return d.Gauge.GetValue()
+}

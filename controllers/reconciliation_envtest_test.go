@@ -1,0 +1,250 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
+)
+
+var bg = context.Background()
+
+// grantApprove lets user approve ProjectionReconciliations in ns (RBAC): the
+// SubjectAccessReview the controller sends at apply time then allows it.
+func grantApprove(t *testing.T, ns, user string) {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "approver"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{recoveryv1.GroupVersion.Group}, Resources: []string{"projectionreconciliations"}, Verbs: []string{recoveryv1.ApproveVerb}}}}
+	if err := k8sClient.Create(bg, role); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "approver-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "approver"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}}
+	if err := k8sClient.Create(bg, rb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getRecon(t *testing.T, ns, name string) *recoveryv1.ProjectionReconciliation {
+	t.Helper()
+	o := &recoveryv1.ProjectionReconciliation{}
+	if err := k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, o); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// waitRecon polls the reconciliation until cond holds.
+func waitRecon(t *testing.T, ns, name, what string, cond func(*recoveryv1.ProjectionReconciliation) bool) *recoveryv1.ProjectionReconciliation {
+	t.Helper()
+	var got *recoveryv1.ProjectionReconciliation
+	eventually(t, 90*time.Second, what, func() (bool, error) {
+		got = getRecon(t, ns, name)
+		return cond(got), nil
+	})
+	return got
+}
+
+// setSpec mutates the spec as the admin (the envtest admin may set approvals).
+func setSpec(t *testing.T, ns, name string, mut func(*recoveryv1.ProjectionReconciliationSpec)) {
+	t.Helper()
+	o := getRecon(t, ns, name)
+	mut(&o.Spec)
+	if err := k8sClient.Update(bg, o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func outcomeIs(op, result, planID string) func(*recoveryv1.ProjectionReconciliation) bool {
+	return func(o *recoveryv1.ProjectionReconciliation) bool {
+		oc := o.Status.Outcome
+		return oc != nil && oc.Operation == op && oc.Result == result && (planID == "" || oc.PlanID == planID) && o.Status.ObservedGeneration == o.Generation
+	}
+}
+
+func tradeCount(t *testing.T, f *fixture, id string) int {
+	t.Helper()
+	var n int
+	if err := f.pool.QueryRow(bg, `SELECT count(*) FROM trades WHERE scope = $1 AND trade_id = $2`, f.scope, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestEnvtest_ReconciliationRepairsBlockedScope, on real parts (apiserver,
+// PostgreSQL with the documented roles, a reference member): an orphan
+// trade BLOCKs the scope (ORPHAN_TRADE); a ProjectionReconciliation reports
+// the invariant and its cause with a plan; an approval with a wrong planId
+// is refused confirmation_required, one by a user without the approve verb
+// repair_denied (SubjectAccessReview, fail closed), one on an expired plan
+// (injected clock) plan_expired, each writing nothing; the right approval
+// by an allowed user applies, verifies, re-triggers the recovery, which
+// goes CURRENT with every SQL key equal to the independent replay and names
+// the reconciliation in its status; a scheduled dry run never applies.
+func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
+	ns := newNamespace(t)
+	grantApprove(t, ns, "alice")
+	f := newFixture(t, "recon-orphan", 120, 0.2)
+	rec := f.recovery(ns, "orphan", nil, nil)
+	waitState(t, ns, rec.Name, 60*time.Second, "CURRENT", isCurrentAt(f.boundary()))
+
+	b := f.boundary()
+	if _, err := f.pool.Exec(bg, `INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity,
+  buy_order_id, sell_order_id, buy_account, sell_account, ts, booking_status, written_by)
+SELECT scope, 'orphan-1', 1000000, $2, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, 'BOOKED', 'live'
+  FROM trades WHERE scope = $1 ORDER BY seq DESC LIMIT 1`, f.scope, b+1); err != nil {
+		t.Fatal(err)
+	}
+	f.step(40)
+	got, _ := waitState(t, ns, rec.Name, 60*time.Second, "BLOCKED", func(o *recoveryv1.ProjectionRecovery) bool { return o.Status.State == recoveryv1.StateBlocked })
+	if got.Status.Reason != string(codes.OrphanTrade) {
+		t.Fatalf("recovery reason %s, want ORPHAN_TRADE", got.Status.Reason)
+	}
+
+	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
+	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-orphan"},
+		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: rec.Name},
+			RepairDSNSecretRef: &recoveryv1.SecretKeySelector{Name: "repair-db", Key: "dsn"}}}
+	if err := k8sClient.Create(bg, pr); err != nil {
+		t.Fatal(err)
+	}
+	o := waitRecon(t, ns, pr.Name, "a report with a plan", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.RunState == recoveryv1.RunReported && o.Status.Plan != nil && o.Status.Report != nil
+	})
+	rep, plan := o.Status.Report, o.Status.Plan
+	if rep.Findings == 0 || len(rep.Top) == 0 || plan.Actions != 1 || plan.Expires == nil || len(plan.ActionIDs) != 1 {
+		t.Fatalf("report %+v plan %+v: want a finding and one action", rep, plan)
+	}
+	t.Logf("plan %s: %v, rehearsal would succeed: %t", plan.PlanID, plan.ActionIDs, plan.WouldSucceed)
+	top := rep.Top[0]
+	if top.Invariant != string(recon.TradePresentInSource) || !strings.HasPrefix(top.Cause, string(recon.CauseNotInConsensus)+" (") || !strings.Contains(top.ID, "orphan-1") {
+		t.Fatalf("top finding %+v: want %s caused by %s on orphan-1", top, recon.TradePresentInSource, recon.CauseNotInConsensus)
+	}
+	if c := meta.FindStatusCondition(o.Status.Conditions, recoveryv1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonDrift {
+		t.Fatalf("Ready = %+v, want False/%s", c, ReasonDrift)
+	}
+	if v := suiteRecon.Metrics.Drift(ns, pr.Name, f.scope, string(recon.TradePresentInSource)); v < 1 {
+		t.Fatalf("drift gauge = %v, want >= 1", v)
+	}
+
+	// A wrong planId: confirmation_required, nothing applied.
+	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: "not-the-plan", Approver: "alice"}
+	})
+	waitRecon(t, ns, pr.Name, "confirmation_required", outcomeIs(opApply, string(recon.ResultConfirmationNeeded), "not-the-plan"))
+	if tradeCount(t, f, "orphan-1") != 1 {
+		t.Fatal("a refused approval touched the orphan trade")
+	}
+
+	// An approver without the approve verb: repair_denied (SubjectAccessReview).
+	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: plan.PlanID, Approver: "mallory"}
+	})
+	o = waitRecon(t, ns, pr.Name, "repair_denied", outcomeIs(opApply, string(recon.ResultRepairDenied), plan.PlanID))
+	if c := meta.FindStatusCondition(o.Status.Conditions, recoveryv1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("Stalled = %+v, want True after repair_denied", c)
+	}
+	if tradeCount(t, f, "orphan-1") != 1 {
+		t.Fatal("a denied approval touched the orphan trade")
+	}
+
+	// The plan expired (the controller's clock is 16 minutes on): plan_expired.
+	reconClock.shift(16 * time.Minute)
+	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) { s.Approval.Approver = "alice" })
+	waitRecon(t, ns, pr.Name, "plan_expired", outcomeIs(opApply, string(recon.ResultPlanExpired), plan.PlanID))
+	reconClock.shift(0)
+	if tradeCount(t, f, "orphan-1") != 1 {
+		t.Fatal("an expired plan touched the orphan trade")
+	}
+
+	// The right approval by an allowed user, within the plan's lifetime.
+	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) { s.Approval.MaxActions = 10 })
+	o = waitRecon(t, ns, pr.Name, "apply ok", outcomeIs(opApply, "ok", plan.PlanID))
+	oc := o.Status.Outcome
+	if oc.Applied != 1 || !oc.VerificationRan || oc.Verified == 0 || oc.StillDrifting != 0 || oc.CorrelationID == "" || oc.Approver != "alice" {
+		t.Fatalf("outcome %+v: want one action applied and verified", oc)
+	}
+	if tradeCount(t, f, "orphan-1") != 0 {
+		t.Fatal("the approved quarantine left the orphan trade in trades")
+	}
+	got, _ = waitState(t, ns, rec.Name, 60*time.Second, "CURRENT after the repair", func(o *recoveryv1.ProjectionRecovery) bool {
+		return isCurrentAt(f.boundary())(o) && o.Status.LastReconciliation != ""
+	})
+	if want := pr.Name + "/" + oc.CorrelationID; got.Status.LastReconciliation != want {
+		t.Fatalf("recovery status.lastReconciliation = %q, want %q", got.Status.LastReconciliation, want)
+	}
+	storetest.AssertPositions(t, f.pool, f.scope, f.allEvents())
+	o = waitRecon(t, ns, pr.Name, "Ready after the repair", func(o *recoveryv1.ProjectionReconciliation) bool {
+		c := meta.FindStatusCondition(o.Status.Conditions, recoveryv1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	if o.Status.Report == nil || !o.Status.Report.Clean || o.Status.Report.Findings != 0 {
+		t.Fatalf("report after the repair %+v, want clean", o.Status.Report)
+	}
+
+	// A schedule only ever dry-runs: drift again, no approval, the
+	// schedule's interval elapses (clock on) → a fresh report and plan,
+	// lastRunAt moves, nothing applied.
+	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+		s.Approval = nil
+		s.Schedule = &recoveryv1.ReconciliationSchedule{Interval: metav1.Duration{Duration: time.Minute}}
+	})
+	o = waitRecon(t, ns, pr.Name, "the spec change observed", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.ObservedGeneration == o.Generation
+	})
+	if _, err := f.pool.Exec(bg, `UPDATE positions SET quantity = quantity + 7 WHERE scope = $1 AND (account, instrument) =
+ (SELECT account, instrument FROM positions WHERE scope = $1 ORDER BY account, instrument LIMIT 1)`, f.scope); err != nil {
+		t.Fatal(err)
+	}
+	last := o.Status.LastRunAt
+	reconClock.shift(2 * time.Minute)
+	defer reconClock.shift(0)
+	patch := []byte(`{"metadata":{"annotations":{"` + recoveryv1.AnnotationRequestedAt + `":"scheduled-test"}}}`)
+	if err := k8sClient.Patch(bg, o, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+	o = waitRecon(t, ns, pr.Name, "a scheduled dry run reporting the new drift", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.LastRunAt != nil && last != nil && o.Status.LastRunAt.After(last.Time) && o.Status.Report != nil && o.Status.Report.Findings > 0
+	})
+	if o.Status.Outcome == nil || o.Status.Outcome.CorrelationID != oc.CorrelationID || o.Status.Outcome.Operation != opApply {
+		t.Fatalf("a scheduled run changed the outcome: %+v", o.Status.Outcome)
+	}
+	if o.Status.Plan == nil || o.Status.Plan.Actions == 0 {
+		t.Fatalf("the scheduled run planned nothing: %+v", o.Status.Plan)
+	}
+	time.Sleep(2 * time.Second)
+	var q int64
+	if err := f.pool.QueryRow(bg, `SELECT count(*) FROM projection_reconciliation_journal WHERE correlation_id <> $1`, oc.CorrelationID).Scan(&q); err != nil {
+		t.Fatal(err)
+	}
+	if q != 0 {
+		t.Fatalf("the journal holds %d entries of another run: a scheduled dry run applied", q)
+	}
+}
