@@ -344,8 +344,18 @@ func (r *ProjectionRecoveryReconciler) recordFailure(ctx context.Context, log lo
 	}
 	if err != nil {
 		log.V(1).Info("could not record the outcome on the cursor", "err", err.Error())
-	} else {
-		res.cursor.State, res.cursor.BlockedReason = state, res.reason
+		return res
+	}
+	res.cursor.State, res.cursor.BlockedReason = state, res.reason
+	if state == store.StateBlocked {
+		// A BLOCKED scope has nothing to write until someone acts (a repair,
+		// a fix by hand). Holding its lease for the rest of the lease
+		// duration would make an approved reconciliation repair meet
+		// lease_unavailable; releasing keeps the fence (the next owner's
+		// acquire increments it), so nothing stale can commit.
+		if rerr := keeper.st.ReleaseLease(ctx, lease); rerr != nil {
+			log.V(1).Info("could not release the lease of a BLOCKED scope; it expires on its own", "err", rerr.Error())
+		}
 	}
 	return res
 }

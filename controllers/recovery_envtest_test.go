@@ -181,6 +181,12 @@ func TestController_OrphanTradeBlocks(t *testing.T) {
 	if c := meta.FindStatusCondition(got.Status.Conditions, recoveryv1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse {
 		t.Fatalf("Ready condition = %+v, want False", c)
 	}
+	// A BLOCKED scope has nothing to write until someone acts: its lease is
+	// released at once (an approved repair must not wait a lease duration).
+	var leaseLive bool
+	if err := f.pool.QueryRow(context.Background(), `SELECT expires_at > clock_timestamp() FROM projection_catchup_lease WHERE scope = $1`, f.scope).Scan(&leaseLive); err != nil || leaseLive {
+		t.Fatalf("the lease of a BLOCKED scope is still held (live=%v, err=%v)", leaseLive, err)
+	}
 	eventually(t, 20*time.Second, "a Warning event with reason ORPHAN_TRADE", func() (bool, error) {
 		var evs eventsv1.EventList
 		if err := k8sClient.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
