@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
@@ -150,12 +151,18 @@ func TestEnvtest_ApprovalOnlyTheAPIServerGrants(t *testing.T) {
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
+			// The reconciliation controller writes status meanwhile: an
+			// update from a stale read conflicts, which says nothing about
+			// admission; read again and retry.
 			var p recoveryv1.ProjectionReconciliation
-			if err := s.as.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.object}, &p); err != nil {
-				t.Fatalf("get %s: %v", s.object, err)
-			}
-			s.mutate(&p)
-			err := s.as.Update(ctx, &p)
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				p = recoveryv1.ProjectionReconciliation{}
+				if err := s.as.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.object}, &p); err != nil {
+					t.Fatalf("get %s: %v", s.object, err)
+				}
+				s.mutate(&p)
+				return s.as.Update(ctx, &p)
+			})
 			assertAdmission(t, err, s.refuse)
 			if err != nil {
 				return
