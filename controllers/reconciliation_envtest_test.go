@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,6 +112,7 @@ func tradeCount(t *testing.T, f *fixture, id string) int {
 // goes CURRENT with every SQL key equal to the independent replay and names
 // the reconciliation in its status; a scheduled dry run never applies.
 func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
+	withoutApprovalPolicy(t)
 	ns := newNamespace(t)
 	grantApprove(t, ns, "alice")
 	f := newFixture(t, "recon-orphan", 120, 0.2)
@@ -247,4 +251,28 @@ SELECT scope, 'orphan-1', 1000000, $2, instrument, price, quantity, buy_order_id
 	if q != 0 {
 		t.Fatalf("the journal holds %d entries of another run: a scheduled dry run applied", q)
 	}
+}
+
+// withoutApprovalPolicy lifts the shipped admission policy's binding for one
+// test and puts the shipped manifests back after it. The policy is the first
+// layer (TestEnvtest_ApprovalOnlyTheAPIServerGrants proves it); this test
+// writes approvals as the envtest admin in other users' names to reach the
+// second layer, the controller's own SubjectAccessReview at apply time, which
+// must hold even where the policy is not installed. Envtest tests in this
+// package run one at a time, so no other test sees the gap.
+func withoutApprovalPolicy(t *testing.T) {
+	t.Helper()
+	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "projection-reconciliation-approval"}}
+	err := k8sClient.Delete(context.Background(), b)
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { installApprovalManifests(t) })
+	eventually(t, 30*time.Second, "the approval policy lifted", func() (bool, error) {
+		err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(b), b)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
 }
