@@ -92,6 +92,10 @@ demo-smoke: control-plane build ## Run `make demo` until CURRENT and check its p
 demo: control-plane build ## Local control plane + PostgreSQL + reference member + operator + a sample resource.
 	hack/demo.sh
 
+.PHONY: demo-reconcile
+demo-reconcile: control-plane build ## `make demo`, then a reconciliation walk-through: break a row, report, approve, verified (DEMO_EXIT_WHEN_CURRENT=1 stops at its proof line).
+	hack/demo.sh --reconcile
+
 ##@ Tools
 
 $(CONTROLLER_GEN):
