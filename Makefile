@@ -83,14 +83,19 @@ bench: control-plane ## Run the benchmarks once at full size (figures as ratios 
 ##@ Demo
 
 .PHONY: demo-smoke
-demo-smoke: control-plane build ## Run `make demo` until CURRENT and check its proof line (part of make test).
-	@echo "demo-smoke: running the demo until the scope is CURRENT (log: bin/demo-smoke.log)"
-	@DEMO_EXIT_WHEN_CURRENT=1 hack/demo.sh --work-dir .demo-smoke >$(LOCALBIN)/demo-smoke.log 2>&1 || { tail -40 $(LOCALBIN)/demo-smoke.log; exit 1; }
+demo-smoke: control-plane build ## Run `make demo-reconcile` until its proof line and check both proof lines (part of make test).
+	@echo "demo-smoke: running the demo until CURRENT, then its reconciliation walk-through (log: bin/demo-smoke.log)"
+	@DEMO_EXIT_WHEN_CURRENT=1 hack/demo.sh --reconcile --work-dir .demo-smoke >$(LOCALBIN)/demo-smoke.log 2>&1 || { tail -40 $(LOCALBIN)/demo-smoke.log; exit 1; }
 	@grep -E '^==> all [0-9]+ position keys equal an independent replay' $(LOCALBIN)/demo-smoke.log || { tail -40 $(LOCALBIN)/demo-smoke.log; exit 1; }
+	@grep -E '^==> after the approved repair: all [0-9]+ position keys equal an independent replay' $(LOCALBIN)/demo-smoke.log || { tail -40 $(LOCALBIN)/demo-smoke.log; exit 1; }
 
 .PHONY: demo
 demo: control-plane build ## Local control plane + PostgreSQL + reference member + operator + a sample resource.
 	hack/demo.sh
+
+.PHONY: demo-reconcile
+demo-reconcile: control-plane build ## `make demo`, then a reconciliation walk-through: break a row, report, approve, verified (DEMO_EXIT_WHEN_CURRENT=1 stops at its proof line).
+	hack/demo.sh --reconcile
 
 ##@ Tools
 

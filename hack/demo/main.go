@@ -21,6 +21,10 @@ limitations under the License.
 // projector writing what arrives, the operator with auto-recovery on, and a
 // sample ProjectionRecovery. It prints `kubectl get projectionrecoveries` as
 // the scope goes CATCHING_UP → CURRENT, then the completeness endpoint.
+// With --reconcile (make demo-reconcile) it then walks through a
+// reconciliation: a row the trade-processor never wrote BLOCKs the scope, a
+// ProjectionReconciliation reports it with a plan, `kubectl projection
+// approve` repairs it, and the scope is CURRENT again (reconcile.go).
 package main
 
 import (
@@ -55,6 +59,7 @@ type config struct {
 	dropRate    float64
 	rate        float64
 	exitCurrent bool
+	reconcile   bool
 	workDir     string
 }
 
@@ -65,6 +70,7 @@ func main() {
 	flag.Float64Var(&c.dropRate, "drop-rate", 0.3, "share of live feed events the member drops")
 	flag.Float64Var(&c.rate, "rate", 1000, "member commands per second")
 	flag.BoolVar(&c.exitCurrent, "exit-when-current", os.Getenv("DEMO_EXIT_WHEN_CURRENT") != "", "stop and clean up once the scope is CURRENT (smoke runs)")
+	flag.BoolVar(&c.reconcile, "reconcile", false, "after CURRENT, walk through a reconciliation: break a row, report, approve, verified")
 	flag.StringVar(&c.workDir, "work-dir", ".demo", "folder for logs, kubeconfig and the member's command log (recreated)")
 	flag.Parse()
 	if err := run(c); err != nil {
@@ -142,14 +148,19 @@ func run(c config) error {
 	memberURL := fmt.Sprintf("http://127.0.0.1:%d", memberPort)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	say("starting the reference member (scope %s, %d commands, %.0f%% of the live feed dropped)", c.scope, c.commands, c.dropRate*100)
-	member, err := startProcess(work, "member", nil, filepath.Join(bin, "member"),
-		"--scope", c.scope, "--log-dir", filepath.Join(work, "member-data"), "--fsync=false",
-		"--listen", fmt.Sprintf("127.0.0.1:%d", memberPort), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort),
-		"--drop-rate", fmt.Sprint(c.dropRate), "--rate", fmt.Sprint(c.rate), "--max-commands", fmt.Sprint(c.commands), "--accounts", "12")
+	// startMember (re)starts the member on the same log and ports; reopening
+	// the log starts a new recording term that trades on to maxCommands.
+	startMember := func(maxCommands int) (*process, error) {
+		return startProcess(work, "member", nil, filepath.Join(bin, "member"),
+			"--scope", c.scope, "--log-dir", filepath.Join(work, "member-data"), "--fsync=false",
+			"--listen", fmt.Sprintf("127.0.0.1:%d", memberPort), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort),
+			"--drop-rate", fmt.Sprint(c.dropRate), "--rate", fmt.Sprint(c.rate), "--max-commands", fmt.Sprint(maxCommands), "--accounts", "12")
+	}
+	member, err := startMember(c.commands)
 	if err != nil {
 		return err
 	}
-	defer member.stop()
+	defer func() { member.stop() }() // member may be restarted by the walk-through
 	desc, err := waitDescriptor(ctx, memberURL)
 	if err != nil {
 		return err
@@ -176,8 +187,8 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, $3)`, c.scope, desc.DescriptorHash, des
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case err := <-member.done:
-			return fmt.Errorf("the member exited (%v); see %s/member.log:\n%s", err, work, tail(filepath.Join(work, "member.log")))
+		case <-member.exited:
+			return fmt.Errorf("the member exited (%v); see %s/member.log:\n%s", member.err, work, tail(filepath.Join(work, "member.log")))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -222,23 +233,13 @@ spec:
 	}
 
 	say("kubectl get projectionrecoveries (printed whenever it changes)")
-	last := ""
-	for {
-		out, err := kubectl("get", "projectionrecoveries", "-n", "default")
-		if key := withoutAge(out); err == nil && key != last {
-			fmt.Print(stripHeaderAfterFirst(out, last == ""))
-			last = key
-		}
-		if strings.Contains(out, " CURRENT ") {
-			break
-		}
-		select {
-		case <-ctx.Done():
+	if err := watchTable(ctx, kubectl, "projectionrecoveries", 0, manager, work, func(out string) (bool, error) {
+		return strings.Contains(out, " CURRENT "), nil
+	}); err != nil {
+		if ctx.Err() != nil {
 			return nil
-		case err := <-manager.done:
-			return fmt.Errorf("the manager exited (%v); see %s/manager.log:\n%s", err, work, tail(filepath.Join(work, "manager.log")))
-		case <-time.After(300 * time.Millisecond):
 		}
+		return err
 	}
 	out, _ = kubectl("get", "projectionrecoveries", "-n", "default", "-o", "wide")
 	fmt.Print(out)
@@ -258,15 +259,74 @@ spec:
 	}
 	say("all %d position keys equal an independent replay of the member's log (exact rationals, authoritative order)", keys)
 
+	if c.reconcile {
+		w := &walkThrough{ctx: ctx, scope: c.scope, root: root, work: work, bin: bin, kubeconfig: kubeconfig,
+			kubectl: kubectl, kubectlPath: filepath.Join(assets, "kubectl"),
+			pool: st.Pool(), dsn: pg.DSN, memberURL: memberURL, manager: manager, commands: c.commands,
+			restartMember: func(maxCommands int) (*process, error) {
+				member.stop()
+				m, err := startMember(maxCommands)
+				if err == nil {
+					member = m
+				}
+				return m, err
+			}}
+		if err := w.run(); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("reconciliation walk-through: %w", err)
+		}
+	}
 	if c.exitCurrent {
 		say("CURRENT reached; stopping (--exit-when-current)")
 		return nil
 	}
 	say("running. Try: KUBECONFIG=%s %s get prec -w", kubeconfig, filepath.Join(assets, "kubectl"))
+	if c.reconcile {
+		say("and: %s --kubeconfig %s report %s", filepath.Join(bin, "kubectl-projection"), kubeconfig, reconName)
+	}
 	say("logs: %s/{member,manager}.log. Press Ctrl-C to stop; everything started here is torn down.", work)
 	<-ctx.Done()
 	say("stopping")
 	return nil
+}
+
+// watchTable prints `kubectl get <resource>` whenever it changes (AGE
+// aside) until done says so, the timeout (0: none) passes, or the manager
+// exits (its log tail is the error then).
+func watchTable(ctx context.Context, kubectl func(...string) (string, error), resource string, timeout time.Duration,
+	manager *process, work string, done func(out string) (bool, error)) error {
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		deadline = time.After(timeout)
+	}
+	last := ""
+	for {
+		out, err := kubectl("get", resource, "-n", "default")
+		if key := withoutAge(out); err == nil && key != last {
+			fmt.Print(stripHeaderAfterFirst(out, last == ""))
+			last = key
+		}
+		if err == nil {
+			ok, err := done(out)
+			if err != nil {
+				return err
+			}
+			if ok {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-manager.exited:
+			return fmt.Errorf("the manager exited (%v); see %s/manager.log:\n%s", manager.err, work, tail(filepath.Join(work, "manager.log")))
+		case <-deadline:
+			return fmt.Errorf("%s did not get there within %s; see %s/manager.log:\n%s", resource, timeout, work, tail(filepath.Join(work, "manager.log")))
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
 }
 
 // withoutAge is the table without its AGE column, so only real changes print.
@@ -361,15 +421,20 @@ func tail(path string) string {
 	return strings.Join(lines[max(0, len(lines)-20):], "\n")
 }
 
+// process is a started binary. exited is closed once it has exited, err
+// then holds how: any number of waiters (a watch loop, a deferred stop, a
+// restart) see the exit, where a one-shot channel would leave the second
+// one blocked forever.
 type process struct {
-	cmd  *exec.Cmd
-	done chan error
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
 }
 
-// startProcess runs a binary with extra environment, its output in
-// <work>/<name>.log.
+// startProcess runs a binary with extra environment, its output appended to
+// <work>/<name>.log (a restarted member keeps its first run's log).
 func startProcess(work, name string, env []string, path string, args ...string) (*process, error) {
-	logf, err := os.Create(filepath.Join(work, name+".log"))
+	logf, err := os.OpenFile(filepath.Join(work, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -377,23 +442,31 @@ func startProcess(work, name string, env []string, path string, args ...string) 
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
+		logf.Close()
 		return nil, fmt.Errorf("starting %s: %w", path, err)
 	}
-	p := &process{cmd: cmd, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait() }()
+	p := &process{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logf.Close()
+		close(p.exited)
+	}()
 	return p, nil
 }
 
-// stop sends SIGTERM (graceful: the manager releases its leases) and waits.
+// stop sends SIGTERM (graceful: the manager releases its leases) and waits;
+// stopping an exited process returns at once.
 func (p *process) stop() {
-	if p.cmd.Process == nil {
+	select {
+	case <-p.exited:
 		return
+	default:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-p.exited:
 	case <-time.After(20 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-p.done
+		<-p.exited
 	}
 }
