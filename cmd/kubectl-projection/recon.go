@@ -85,13 +85,16 @@ Exit codes: 0 clean, 1 error, 2 usage, 3 not clean or no report yet.`,
 	return cmd
 }
 
-// reportVerdict is report's exit decision: only a report that exists and is
-// clean is 0. No report yet is not "clean": a gate must not pass on it.
+// reportVerdict is report's exit decision: only a report that exists and
+// holds no finding is 0. The report's "clean" follows the specification (no
+// inconsistent finding) and can hold missing, stale or duplicate findings,
+// e.g. an orphan trade that keeps the scope BLOCKED: a script gating on the
+// exit code must not pass on drift. No report yet is not "no drift" either.
 func reportVerdict(r *recoveryv1.ProjectionReconciliation) error {
 	switch {
 	case r.Status.Report == nil:
 		return refused("ProjectionReconciliation %s has no report yet (run state %s)", r.Name, orDash(string(r.Status.RunState)))
-	case !r.Status.Report.Clean:
+	case !r.Status.Report.Clean || r.Status.Report.Findings > 0:
 		return errSilentRefusal
 	default:
 		return nil
@@ -108,8 +111,11 @@ func writeReport(out io.Writer, r *recoveryv1.ProjectionReconciliation, now time
 		return
 	}
 	verdict := "CLEAN"
-	if !rep.Clean {
+	switch {
+	case !rep.Clean:
 		verdict = "NOT CLEAN"
+	case rep.Findings > 0:
+		verdict = "CLEAN (no inconsistent finding) but DRIFTING"
 	}
 	fmt.Fprintf(out, "Report:       %s, %d finding%s\n", verdict, rep.Findings, plural(int64(rep.Findings)))
 	if len(rep.ByKind) > 0 {

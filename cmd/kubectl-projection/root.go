@@ -95,10 +95,11 @@ const rootLong = `kubectl projection: projection recovery and reconciliation fro
   rollback NAME     ask to roll the last successful apply back (type its correlation id to confirm)
 
 Exit codes (stable, for scripts):
-  0  done (report: clean)
+  0  done (report: no finding at all)
   1  error: no cluster, not found, network, the resource changed meanwhile
   2  usage: unknown command or flag, wrong number of arguments, bad -o
-  3  not clean, refused or blocked: report not clean or absent; status with a
+  3  drift, refused or blocked: report with any finding (even when "clean",
+     which only means no inconsistent finding) or absent; status with a
      BLOCKED scope; plan absent, expired or failing its rehearsal; approve or
      rollback refused client-side or by the API server (shown as-is)`
 

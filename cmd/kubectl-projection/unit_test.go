@@ -218,6 +218,7 @@ func TestVerdict_ReportPlanRollback(t *testing.T) {
 		{"report absent", reportVerdict(reconWith(recoveryv1.ProjectionReconciliationStatus{RunState: recoveryv1.RunCollecting})), "no report yet (run state collecting)"},
 		{"report not clean", reportVerdict(reconWith(recoveryv1.ProjectionReconciliationStatus{Report: &recoveryv1.ReportSummary{Clean: false}})), "-"},
 		{"report clean", reportVerdict(reconWith(recoveryv1.ProjectionReconciliationStatus{Report: &recoveryv1.ReportSummary{Clean: true}})), ""},
+		{"report clean but drifting (a missing finding)", reportVerdict(reconWith(recoveryv1.ProjectionReconciliationStatus{Report: &recoveryv1.ReportSummary{Clean: true, Findings: 1}})), "-"},
 		{"plan absent", approvable(reconWith(recoveryv1.ProjectionReconciliationStatus{}), now), "no plan yet"},
 		{"plan expired", approvable(reconWith(recoveryv1.ProjectionReconciliationStatus{Plan: plan(&past, 3)}), now), "plan p1 expired 60s ago"},
 		{"plan expiring this instant", approvable(reconWith(recoveryv1.ProjectionReconciliationStatus{Plan: plan(&exact, 3)}), now), "expired"},

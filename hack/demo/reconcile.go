@@ -132,12 +132,10 @@ func (w *walkThrough) run() error {
 	if err != nil {
 		return err
 	}
-	// report exits 0 on a clean report and 3 on a not clean one; "clean"
-	// is the specification's "no critical (inconsistent) finding", and an
-	// orphan trade is a missing-kind finding, so the exit code alone does
-	// not show the drift: the findings do.
-	if code, err := w.plugin("report", reconName); err != nil || (code != 0 && code != 3) {
-		return fmt.Errorf("kubectl projection report exited %d (%v), want 0 or 3", code, err)
+	// report exits 3 while the report holds any finding (drift), 0 only
+	// when there is none: here the planted orphan is a finding.
+	if code, err := w.plugin("report", reconName); err != nil || code != 3 {
+		return fmt.Errorf("kubectl projection report exited %d (%v), want 3 (drift found)", code, err)
 	}
 	if !reportsOrphan(pr.Status.Report) {
 		return fmt.Errorf("the report does not name %s: %+v", orphanID, *pr.Status.Report)
