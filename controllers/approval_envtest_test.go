@@ -89,8 +89,11 @@ func TestEnvtest_ApprovalOnlyTheAPIServerGrants(t *testing.T) {
 	waitApprovalPolicyInEffect(t, bob, ns)
 
 	editorRefusal := "user bob may not approve repairs: it needs the 'approve' verb on projectionreconciliations.recovery.projection.io in namespace " + ns
+	// An impersonated user is authenticated with exactly the group
+	// system:authenticated: the groups an approval must record.
+	authenticated := []string{"system:authenticated"}
 	approval := func(approver string) *recoveryv1.ReconciliationApproval {
-		return &recoveryv1.ReconciliationApproval{PlanID: "plan-1", Approver: approver}
+		return &recoveryv1.ReconciliationApproval{PlanID: "plan-1", Approver: approver, ApproverGroups: authenticated}
 	}
 	// The steps run in order on the same objects: each starts from the state
 	// the previous accepted steps left.
@@ -110,6 +113,11 @@ func TestEnvtest_ApprovalOnlyTheAPIServerGrants(t *testing.T) {
 			func(p *recoveryv1.ProjectionReconciliation) {
 				p.Spec.StaleAfter = &metav1.Duration{Duration: 10 * time.Minute}
 			}, ""},
+		{"an approver cannot claim a group it is not in", alice, "recon",
+			func(p *recoveryv1.ProjectionReconciliation) {
+				p.Spec.Approval = approval("alice")
+				p.Spec.Approval.ApproverGroups = []string{"sre-approvers", "system:authenticated"}
+			}, "spec.approval.approverGroups must be the groups of the user approving, as authenticated: system:authenticated"},
 		{"an approver approves as itself", alice, "recon",
 			func(p *recoveryv1.ProjectionReconciliation) { p.Spec.Approval = approval("alice") }, ""},
 		{"an editor may label an approved object (metadata is not the approval)", bob, "recon",
@@ -131,15 +139,15 @@ func TestEnvtest_ApprovalOnlyTheAPIServerGrants(t *testing.T) {
 			func(p *recoveryv1.ProjectionReconciliation) { p.Spec.Approval = nil }, ""},
 		{"an editor cannot ask for a rollback", bob, "recon",
 			func(p *recoveryv1.ProjectionReconciliation) {
-				p.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: "corr-1", Approver: "bob"}
+				p.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: "corr-1", Approver: "bob", ApproverGroups: authenticated}
 			}, "user bob may not approve rollbacks: it needs the 'approve' verb on projectionreconciliations.recovery.projection.io in namespace " + ns},
 		{"an approver cannot ask for a rollback in someone else's name", alice, "recon",
 			func(p *recoveryv1.ProjectionReconciliation) {
-				p.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: "corr-1", Approver: "bob"}
+				p.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: "corr-1", Approver: "bob", ApproverGroups: authenticated}
 			}, "spec.rollback.approver must be the user asking: alice may not ask in the name of bob"},
 		{"an approver asks for a rollback as itself", alice, "recon",
 			func(p *recoveryv1.ProjectionReconciliation) {
-				p.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: "corr-1", Approver: "alice"}
+				p.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: "corr-1", Approver: "alice", ApproverGroups: authenticated}
 			}, ""},
 		{"approve granted by resourceNames does not reach other objects", carol, "recon",
 			func(p *recoveryv1.ProjectionReconciliation) {
@@ -278,15 +286,70 @@ func approvalCreate(t *testing.T, obj client.Object) {
 	}
 }
 
-// approvalClientAs returns an uncached client acting as user (the suite's admin
-// is system:masters, which may approvalClientAs).
-func approvalClientAs(t *testing.T, user string) client.Client {
+// approvalClientAs returns an uncached client acting as user, in groups
+// (the suite's admin is system:masters, which may impersonate).
+func approvalClientAs(t *testing.T, user string, groups ...string) client.Client {
 	t.Helper()
 	cfg := rest.CopyConfig(restCfg)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestEnvtest_ApprovalByGroup: the approve verb granted to a group works end
+// to end: the admission policy accepts an approval that records the
+// requester's groups as authenticated, and the controller's own check (a
+// SubjectAccessReview with those groups) allows it; without the groups the
+// same user is denied, which is why the approval records them.
+func TestEnvtest_ApprovalByGroup(t *testing.T) {
+	ctx := context.Background()
+	installApprovalManifests(t)
+	ns := newNamespace(t)
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sre-approvers"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "projection-reconciliation-approver"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "sre-approvers"}},
+	}
+	if err := k8sClient.Create(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	p := &recoveryv1.ProjectionReconciliation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "by-group"},
+		Spec:       recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: "orders"}},
+	}
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	erin := approvalClientAs(t, "erin", "sre-approvers")
+	groups := []string{"sre-approvers", "system:authenticated"}
+	approvalBind(t, ns, "bob", "projection-recovery-edit")
+	waitApprovalPolicyInEffect(t, approvalClientAs(t, "bob"), ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur recoveryv1.ProjectionReconciliation
+		if err := erin.Get(ctx, client.ObjectKeyFromObject(p), &cur); err != nil {
+			return err
+		}
+		cur.Spec.Approval = &recoveryv1.ReconciliationApproval{PlanID: "plan-1", Approver: "erin", ApproverGroups: groups}
+		return erin.Update(ctx, &cur)
+	})
+	assertAdmission(t, err, "")
+	for _, tc := range []struct {
+		name   string
+		groups []string
+		want   bool
+	}{
+		{"with the recorded groups", groups, true},
+		{"without groups", nil, false},
+	} {
+		t.Run("the controller's check "+tc.name, func(t *testing.T) {
+			perm := &sarPermission{c: k8sClient, namespace: ns, name: p.Name, approver: "erin", groups: tc.groups}
+			ok, err := perm.Allowed(ctx, "erin")
+			if err != nil || ok != tc.want {
+				t.Fatalf("Allowed = %v, %v; want %v", ok, err, tc.want)
+			}
+		})
+	}
 }

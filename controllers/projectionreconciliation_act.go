@@ -53,7 +53,7 @@ func (r *ProjectionReconciliationReconciler) act(ctx context.Context, s *reconSc
 // rehearsal and every write) go through the repair role when the spec has
 // one, else through the recovery's role (which may record runs but whose
 // rehearsal of a repair is refused by its grants: wouldSucceed false).
-func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *reconScope, approver string) (*reconstore.Workflow, *store.Store, error) {
+func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *reconScope, approver string, groups []string) (*reconstore.Workflow, *store.Store, error) {
 	ns, name := s.obj.Namespace, s.obj.Name
 	read, err := r.Connections.Store(ctx, reconKey(ns, name, false), s.secrets.dsn)
 	if err != nil {
@@ -77,7 +77,7 @@ func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *re
 		Store:      st,
 		ReadPool:   read.Pool(),
 		Source:     cl,
-		Permission: &sarPermission{c: r.Client, namespace: ns, name: name, approver: approver},
+		Permission: &sarPermission{c: r.Client, namespace: ns, name: name, approver: approver, groups: groups},
 		Clock:      r.Clock.Now,
 		StaleAfter: staleAfter,
 		// trigger_cycle asks the recovery controller for a cycle now.
@@ -90,7 +90,7 @@ func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *re
 // dryRun reports and plans; it never applies (a schedule only ever lands here).
 func (r *ProjectionReconciliationReconciler) dryRun(ctx context.Context, s *reconScope) error {
 	st := &s.obj.Status
-	wf, _, err := r.workflow(ctx, s, "")
+	wf, _, err := r.workflow(ctx, s, "", nil)
 	if err != nil {
 		st.RunState, st.LastRunAt, s.runError = recoveryv1.RunFailed, nowTime(r.Clock.Now()), redact(err.Error(), s.secrets)
 		return nil
@@ -135,7 +135,7 @@ func (r *ProjectionReconciliationReconciler) apply(ctx context.Context, s *recon
 		out.Result, out.Message = resultRefused, "spec.repairDsnSecretRef is required to apply: without it the resource reports and plans only"
 		return nil
 	}
-	wf, st, err := r.workflow(ctx, s, ap.Approver)
+	wf, st, err := r.workflow(ctx, s, ap.Approver, ap.ApproverGroups)
 	if err != nil {
 		out.Result, out.Message = string(recon.ResultSnapshotUnavailable), truncate(redact(err.Error(), s.secrets))
 		return nil
@@ -165,7 +165,7 @@ func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *re
 		out.Result, out.Message = resultRefused, "spec.repairDsnSecretRef is required to roll back"
 		return nil
 	}
-	wf, _, err := r.workflow(ctx, s, rb.Approver)
+	wf, _, err := r.workflow(ctx, s, rb.Approver, rb.ApproverGroups)
 	if err != nil {
 		out.Result, out.Message = string(recon.ResultSnapshotUnavailable), truncate(redact(err.Error(), s.secrets))
 		return nil
@@ -241,11 +241,15 @@ func storedPlan(ctx context.Context, st *store.Store, scope, planID string) (*re
 // allowed the `approve` verb on this ProjectionReconciliation
 // (SubjectAccessReview). It fails closed: an error, a denial, an unknown
 // answer or a principal other than the spec's approver is not allowed, and
-// the workflow answers repair_denied.
+// the workflow answers repair_denied. The review carries the approver's
+// groups as recorded (and bound to the requester by the admission policy),
+// so a verb granted to a group is honoured; without them a group-bound
+// approver would pass admission and then be denied here.
 type sarPermission struct {
 	c               client.Client
 	namespace, name string
 	approver        string
+	groups          []string
 }
 
 func (p *sarPermission) Allowed(ctx context.Context, principal string) (bool, error) {
@@ -253,7 +257,7 @@ func (p *sarPermission) Allowed(ctx context.Context, principal string) (bool, er
 		return false, nil
 	}
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: principal,
+		User: principal, Groups: p.groups,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: p.namespace, Verb: recoveryv1.ApproveVerb, Group: recoveryv1.GroupVersion.Group,
 			Resource: "projectionreconciliations", Name: p.name,

@@ -93,6 +93,17 @@ type ReconciliationApproval struct {
 	// +kubebuilder:validation:MaxLength=253
 	Approver string `json:"approver"`
 
+	// ApproverGroups are the approver's groups exactly as the API server
+	// authenticated them (kubectl projection copies them from a
+	// SelfSubjectReview); the admission policy requires them to equal the
+	// requesting user's, and the controller's SubjectAccessReview checks the
+	// user with these groups, so an `approve` verb granted to a group works.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	ApproverGroups []string `json:"approverGroups,omitempty"`
+
 	// Only restricts the apply to these action ids (status.plan lists them).
 	// +optional
 	// +kubebuilder:validation:MaxItems=200
@@ -125,6 +136,13 @@ type ReconciliationRollback struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Approver string `json:"approver"`
+
+	// ApproverGroups are the asking user's groups, bound like an approval's.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	ApproverGroups []string `json:"approverGroups,omitempty"`
 }
 
 // ProjectionReconciliationSpec is a request to reconcile one scope's SQL

@@ -38,19 +38,23 @@ import (
 // this answer, never a flag: the admission policy requires approver to equal
 // the user making the change, so a typed name could only be refused or, on
 // a cluster without the policy, lie.
-func (o *options) whoami(ctx context.Context) (string, error) {
+//
+// The groups come from the same answer, in the API server's order: the
+// policy requires them to equal the requesting user's, and the controller's
+// SubjectAccessReview checks them, so an approve verb granted to a group works.
+func (o *options) whoami(ctx context.Context) (string, []string, error) {
 	c, err := o.client()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	ssr := &authnv1.SelfSubjectReview{}
 	if err := c.Create(ctx, ssr); err != nil {
-		return "", fmt.Errorf("asking the API server who you are (SelfSubjectReview): %w", err)
+		return "", nil, fmt.Errorf("asking the API server who you are (SelfSubjectReview): %w", err)
 	}
 	if ssr.Status.UserInfo.Username == "" {
-		return "", errors.New("the API server's SelfSubjectReview named no user: cannot approve anonymously")
+		return "", nil, errors.New("the API server's SelfSubjectReview named no user: cannot approve anonymously")
 	}
-	return ssr.Status.UserInfo.Username, nil
+	return ssr.Status.UserInfo.Username, ssr.Status.UserInfo.Groups, nil
 }
 
 // confirm prints prompt and reads one line from in; it must equal want.
@@ -139,7 +143,7 @@ func (ao *approveOptions) run(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	user, err := ao.whoami(ctx)
+	user, groups, err := ao.whoami(ctx)
 	if err != nil {
 		return err
 	}
@@ -164,7 +168,7 @@ func (ao *approveOptions) run(ctx context.Context, name string) error {
 	}
 	changed := r.DeepCopy()
 	changed.Spec.Approval = &recoveryv1.ReconciliationApproval{
-		PlanID: plan.PlanID, Approver: user, Only: ao.only,
+		PlanID: plan.PlanID, Approver: user, ApproverGroups: groups, Only: ao.only,
 		AllowIrreversible: ao.allowIrreversible, MaxActions: ao.maxActions,
 	}
 	if r.Spec.Rollback != nil {
@@ -245,7 +249,7 @@ func (ro *rollbackOptions) run(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	user, err := ro.whoami(ctx)
+	user, groups, err := ro.whoami(ctx)
 	if err != nil {
 		return err
 	}
@@ -262,7 +266,7 @@ func (ro *rollbackOptions) run(ctx context.Context, name string) error {
 		}
 	}
 	changed := r.DeepCopy()
-	changed.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: oc.CorrelationID, Approver: user}
+	changed.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: oc.CorrelationID, Approver: user, ApproverGroups: groups}
 	if r.Spec.Approval != nil {
 		fmt.Fprintf(out, "Replacing the approval of plan %s.\n", r.Spec.Approval.PlanID)
 		changed.Spec.Approval = nil
