@@ -98,21 +98,14 @@ func tradeCount(t *testing.T, f *fixture, id string) int {
 	return n
 }
 
-// TestEnvtest_ReconciliationRepairsBlockedScope, on real parts (apiserver,
-// PostgreSQL with the documented roles, a reference member): an orphan
-// trade BLOCKs the scope (ORPHAN_TRADE); a ProjectionReconciliation reports
-// the invariant and its cause with a plan; an approval with a wrong planId
-// is refused confirmation_required, one by a user without the approve verb
-// repair_denied (SubjectAccessReview, fail closed), one on an expired plan
-// (injected clock) plan_expired, each writing nothing; the right approval
-// by an allowed user applies, verifies, re-triggers the recovery, which
-// goes CURRENT with every SQL key equal to the independent replay and names
-// the reconciliation in its status; a scheduled dry run never applies.
-func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
-	ns := newNamespace(t)
-	grantApprove(t, ns, "alice")
-	f := newFixture(t, "recon-orphan", 120, 0.2)
-	rec := f.recovery(ns, "orphan", nil, nil)
+// orphanBlockedScope is the scene of the approval tests: a scope caught up
+// (CURRENT), then an orphan trade 'orphan-1' the member never produced
+// inserted as the live projector would, which BLOCKs the scope with
+// ORPHAN_TRADE on its next cycle.
+func orphanBlockedScope(t *testing.T, ns, scope, name string) (*fixture, *recoveryv1.ProjectionRecovery) {
+	t.Helper()
+	f := newFixture(t, scope, 120, 0.2)
+	rec := f.recovery(ns, name, nil, nil)
 	waitState(t, ns, rec.Name, 60*time.Second, "CURRENT", isCurrentAt(f.boundary()))
 
 	b := f.boundary()
@@ -127,6 +120,23 @@ SELECT scope, 'orphan-1', 1000000, $2, instrument, price, quantity, buy_order_id
 	if got.Status.Reason != string(codes.OrphanTrade) {
 		t.Fatalf("recovery reason %s, want ORPHAN_TRADE", got.Status.Reason)
 	}
+	return f, rec
+}
+
+// TestEnvtest_ReconciliationRepairsBlockedScope, on real parts (apiserver,
+// PostgreSQL with the documented roles, a reference member): an orphan
+// trade BLOCKs the scope (ORPHAN_TRADE); a ProjectionReconciliation reports
+// the invariant and its cause with a plan; an approval with a wrong planId
+// is refused confirmation_required, one by a user without the approve verb
+// repair_denied (SubjectAccessReview, fail closed), one on an expired plan
+// (injected clock) plan_expired, each writing nothing; the right approval
+// by an allowed user applies, verifies, re-triggers the recovery, which
+// goes CURRENT with every SQL key equal to the independent replay and names
+// the reconciliation in its status; a scheduled dry run never applies.
+func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
+	ns := newNamespace(t)
+	grantApprove(t, ns, "alice")
+	f, rec := orphanBlockedScope(t, ns, "recon-orphan", "orphan")
 
 	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
 	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-orphan"},
@@ -194,7 +204,7 @@ SELECT scope, 'orphan-1', 1000000, $2, instrument, price, quantity, buy_order_id
 	if tradeCount(t, f, "orphan-1") != 0 {
 		t.Fatal("the approved quarantine left the orphan trade in trades")
 	}
-	got, _ = waitState(t, ns, rec.Name, 60*time.Second, "CURRENT after the repair", func(o *recoveryv1.ProjectionRecovery) bool {
+	got, _ := waitState(t, ns, rec.Name, 60*time.Second, "CURRENT after the repair", func(o *recoveryv1.ProjectionRecovery) bool {
 		return isCurrentAt(f.boundary())(o) && o.Status.LastReconciliation != ""
 	})
 	if want := pr.Name + "/" + oc.CorrelationID; got.Status.LastReconciliation != want {
@@ -246,5 +256,70 @@ SELECT scope, 'orphan-1', 1000000, $2, instrument, price, quantity, buy_order_id
 	}
 	if q != 0 {
 		t.Fatalf("the journal holds %d entries of another run: a scheduled dry run applied", q)
+	}
+}
+
+// TestEnvtest_ReconciliationRefusesTamperedPlan: after a dry run, the
+// database admin edits the stored plan (projection_reconciliation_runs.plan:
+// the quarantine action's after value); an approval with the right planId
+// by a user allowed to approve is refused plan_tampered (the actions no
+// longer hash to the fingerprint the planId binds), Stalled until a human
+// acts, and nothing is applied: the orphan trade is still in trades, the
+// journal is empty, no audit record says applied.
+func TestEnvtest_ReconciliationRefusesTamperedPlan(t *testing.T) {
+	ns := newNamespace(t)
+	grantApprove(t, ns, "alice")
+	f, rec := orphanBlockedScope(t, ns, "recon-tamper", "tamper")
+
+	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
+	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-tamper"},
+		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: rec.Name},
+			RepairDSNSecretRef: &recoveryv1.SecretKeySelector{Name: "repair-db", Key: "dsn"}}}
+	if err := k8sClient.Create(bg, pr); err != nil {
+		t.Fatal(err)
+	}
+	o := waitRecon(t, ns, pr.Name, "a report with a plan", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.RunState == recoveryv1.RunReported && o.Status.Plan != nil && o.Status.Plan.Actions == 1
+	})
+	plan := o.Status.Plan
+
+	// The admin rewrites the action's after value inside the stored plan
+	// (every run of this plan id: the controller reads back the newest).
+	tag, err := f.pool.Exec(bg, `UPDATE projection_reconciliation_runs
+   SET plan = jsonb_set(plan, '{actions,0,after}', coalesce(plan #> '{actions,0,after}', '{}'::jsonb) || '{"booking_status": "TAMPERED"}'::jsonb)
+ WHERE scope = $1 AND plan_id = $2 AND plan IS NOT NULL`, f.scope, plan.PlanID)
+	if err != nil || tag.RowsAffected() == 0 {
+		t.Fatalf("tampering with the stored plan %s: rows %d, err %v", plan.PlanID, tag.RowsAffected(), err)
+	}
+
+	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: plan.PlanID, Approver: "alice", MaxActions: 10}
+	})
+	o = waitRecon(t, ns, pr.Name, "an outcome for the approval", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.Outcome != nil && o.Status.Outcome.PlanID == plan.PlanID && o.Status.ObservedGeneration == o.Generation
+	})
+	if oc := o.Status.Outcome; oc.Operation != opApply || oc.Result != string(recon.ResultPlanTampered) || oc.Applied != 0 {
+		t.Fatalf("outcome %+v: want apply refused %s with nothing applied", oc, recon.ResultPlanTampered)
+	}
+	if c := meta.FindStatusCondition(o.Status.Conditions, recoveryv1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonRefused {
+		t.Fatalf("Stalled = %+v, want True/%s after plan_tampered", c, ReasonRefused)
+	}
+	// A resync must not try the refused approval again (it needs a human).
+	time.Sleep(2 * time.Second)
+	if tradeCount(t, f, "orphan-1") != 1 {
+		t.Fatal("a tampered plan touched the orphan trade")
+	}
+	var journal, applied int64
+	if err := f.pool.QueryRow(bg, `SELECT count(*) FROM projection_reconciliation_journal WHERE scope = $1`, f.scope).Scan(&journal); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.pool.QueryRow(bg, `SELECT count(*) FROM projection_reconciliation_audit WHERE scope = $1 AND outcome = 'applied'`, f.scope).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if journal != 0 || applied != 0 {
+		t.Fatalf("a tampered plan wrote: %d journal rows, %d applied audit records", journal, applied)
+	}
+	if got := getRecon(t, ns, pr.Name).Status.Outcome; got.Result != string(recon.ResultPlanTampered) {
+		t.Fatalf("outcome changed on a resync: %+v", got)
 	}
 }
