@@ -19,13 +19,21 @@ package controllers
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
@@ -322,4 +330,167 @@ func TestEnvtest_ReconciliationRefusesTamperedPlan(t *testing.T) {
 	if got := getRecon(t, ns, pr.Name).Status.Outcome; got.Result != string(recon.ResultPlanTampered) {
 		t.Fatalf("outcome changed on a resync: %+v", got)
 	}
+}
+
+// startScheduler runs a manager with only the scheduler (--reconcile-every
+// = every) over the ProjectionRecoveries matching sel, as cmd/manager
+// registers it. The suite manager's reconciliation controller runs the
+// scheduled objects it creates.
+func startScheduler(t *testing.T, sel labels.Selector, every time.Duration) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&recoveryv1.ProjectionRecovery{}: {Label: sel}}},
+		Controller:             ctrlConfigUniqueNames(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&ProjectionReconciliationScheduler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("projection-reconciliation-schedule"), Every: every}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("scheduler manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitScheduled polls the scheduled reconciliation (absent counts as not yet).
+func waitScheduled(t *testing.T, ns, name, what string, cond func(*recoveryv1.ProjectionReconciliation) bool) *recoveryv1.ProjectionReconciliation {
+	t.Helper()
+	var got *recoveryv1.ProjectionReconciliation
+	eventually(t, 100*time.Second, what, func() (bool, error) {
+		o := &recoveryv1.ProjectionReconciliation{}
+		if err := k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, o); err != nil {
+			return false, err
+		}
+		got = o
+		return cond(o), nil
+	})
+	return got
+}
+
+// TestEnvtest_ScheduleReportsDriftAsEventAndMetric (issue 10: scheduled
+// reconciliation of every scope, off by default, reports drift as an Event
+// and a metric): with --reconcile-every=1m the manager keeps a
+// "<recovery>-scheduled" ProjectionReconciliation owned by the recovery
+// (controller, same UID), labelled managed-by=schedule, without approval;
+// its first dry run on the CURRENT scope is clean; an edit of its interval
+// and an approval slipped into it are reverted, a deletion is undone; a
+// drift introduced later is found by the next scheduled run on its own
+// timer (no spec change, no poke: real time), which raises the DriftFound
+// Warning event and the projection_reconciliation_drift_findings gauge, and
+// applies nothing; the flag turned off removes the object and its series.
+func TestEnvtest_ScheduleReportsDriftAsEventAndMetric(t *testing.T) {
+	ns := newNamespace(t)
+	lbl, sel := shard(t, "schedule")
+	f := newFixture(t, "recon-sched", 120, 0.2)
+	rec := f.recovery(ns, "sched", lbl, nil)
+	stopRec, _, err := startManager("schedule", sel, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopRec()
+	waitState(t, ns, rec.Name, 60*time.Second, "CURRENT", isCurrentAt(f.boundary()))
+
+	stopOn := startScheduler(t, sel, time.Minute)
+	name := ScheduledReconciliationName(rec.Name)
+	o := waitScheduled(t, ns, name, "a clean scheduled report", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.RunState == recoveryv1.RunReported && o.Status.Report != nil && o.Status.ObservedGeneration == o.Generation
+	})
+	if r := o.Status.Report; !r.Clean || r.Findings != 0 {
+		t.Fatalf("first scheduled report %+v, want clean on a CURRENT scope", r)
+	}
+	c := metav1.GetControllerOf(o)
+	if c == nil || c.UID != rec.UID || c.Kind != "ProjectionRecovery" || c.Name != rec.Name {
+		t.Fatalf("owner %+v: want the ProjectionRecovery %s (uid %s) as controller", c, rec.Name, rec.UID)
+	}
+	if o.Labels[LabelManagedBy] != ManagedBySchedule || o.Spec.RecoveryRef.Name != rec.Name || o.Spec.Schedule == nil ||
+		o.Spec.Schedule.Interval.Duration != time.Minute || o.Spec.Approval != nil || o.Spec.RepairDSNSecretRef != nil {
+		t.Fatalf("scheduled reconciliation labels %v spec %+v: want managed-by=schedule, every 1m, no approval", o.Labels, o.Spec)
+	}
+
+	// An edit is reverted: the interval and an approval slipped in (the
+	// envtest admin may approve).
+	setSpec(t, ns, name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+		s.Schedule.Interval.Duration = time.Hour
+		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: "plan-x", Approver: "admin"}
+	})
+	waitScheduled(t, ns, name, "the edit reverted", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Spec.Schedule != nil && o.Spec.Schedule.Interval.Duration == time.Minute && o.Spec.Approval == nil
+	})
+	// A deletion is undone (a new object, still owned).
+	uid := o.UID
+	if err := k8sClient.Delete(bg, o); err != nil {
+		t.Fatal(err)
+	}
+	o = waitScheduled(t, ns, name, "the scheduled reconciliation recreated", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.UID != uid && o.Status.RunState == recoveryv1.RunReported && o.Status.Report != nil && o.Status.Report.Clean
+	})
+	if c := metav1.GetControllerOf(o); c == nil || c.UID != rec.UID {
+		t.Fatalf("recreated without its owner: %+v", o.OwnerReferences)
+	}
+
+	// Drift the live feed could have caused; the next run is the schedule's own.
+	if _, err := f.pool.Exec(bg, `UPDATE positions SET quantity = quantity + 7 WHERE scope = $1 AND (account, instrument) =
+ (SELECT account, instrument FROM positions WHERE scope = $1 ORDER BY account, instrument LIMIT 1)`, f.scope); err != nil {
+		t.Fatal(err)
+	}
+	last := o.Status.LastRunAt
+	o = waitScheduled(t, ns, name, "the next scheduled run reporting the drift", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.LastRunAt != nil && o.Status.LastRunAt.After(last.Time) && o.Status.Report != nil && o.Status.Report.Findings > 0
+	})
+	if o.Generation != 1 {
+		t.Fatalf("generation %d: the run must come from the schedule, not from a spec change", o.Generation)
+	}
+	if len(o.Status.Report.ByInvariant) == 0 {
+		t.Fatalf("report %+v without invariants", o.Status.Report)
+	}
+	inv := o.Status.Report.ByInvariant[0].Name
+	if v := suiteRecon.Metrics.Drift(ns, name, f.scope, inv); v < 1 {
+		t.Fatalf("projection_reconciliation_drift_findings{invariant=%q} = %v, want >= 1", inv, v)
+	}
+	eventually(t, 20*time.Second, "a DriftFound Warning event on the scheduled reconciliation", func() (bool, error) {
+		var evs eventsv1.EventList
+		if err := k8sClient.List(bg, &evs, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == name && e.Type == corev1.EventTypeWarning && e.Reason == ReasonDrift {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	var journal int64
+	if err := f.pool.QueryRow(bg, `SELECT count(*) FROM projection_reconciliation_journal WHERE scope = $1`, f.scope).Scan(&journal); err != nil {
+		t.Fatal(err)
+	}
+	if journal != 0 || o.Status.Outcome != nil {
+		t.Fatalf("a scheduled run applied: %d journal rows, outcome %+v", journal, o.Status.Outcome)
+	}
+
+	// Off (a restart without the flag): the scheduler removes what it
+	// created, and the drift series goes with it.
+	stopOn()
+	startScheduler(t, sel, 0)
+	eventually(t, 30*time.Second, "the scheduled reconciliation removed with the flag off", func() (bool, error) {
+		err := k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, &recoveryv1.ProjectionReconciliation{})
+		return apierrors.IsNotFound(err), err
+	})
+	eventually(t, 20*time.Second, "the drift series forgotten", func() (bool, error) {
+		return suiteRecon.Metrics.Drift(ns, name, f.scope, inv) == 0, nil
+	})
 }
