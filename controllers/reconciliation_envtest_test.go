@@ -267,6 +267,38 @@ func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
 	}
 }
 
+// grantEditReconciliations lets user read and update ProjectionReconciliations
+// in ns (what the shipped edit role grants; the approve verb is separate).
+func grantEditReconciliations(t *testing.T, ns, user string) {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reconciliation-editor"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{recoveryv1.GroupVersion.Group}, Resources: []string{"projectionreconciliations"}, Verbs: []string{"get", "update", "patch"}}}}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reconciliation-editor-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}}
+	for _, o := range []client.Object{role, rb} {
+		if err := k8sClient.Create(bg, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// updateSpecAs mutates the spec through c, read fresh and retried while
+// it conflicts with the controllers' writes or the user's new RBAC binding
+// is not in effect yet.
+func updateSpecAs(t *testing.T, c client.Client, ns, name string, mut func(*recoveryv1.ProjectionReconciliationSpec)) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the spec update of "+name+" stored", func() (bool, error) {
+		o := &recoveryv1.ProjectionReconciliation{}
+		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, o); err != nil {
+			return false, err
+		}
+		mut(&o.Spec)
+		err := c.Update(bg, o)
+		return err == nil, err
+	})
+}
+
 // TestEnvtest_ReconciliationRefusesTamperedPlan: after a dry run, the
 // database admin edits the stored plan (projection_reconciliation_runs.plan:
 // the quarantine action's after value); an approval with the right planId
@@ -300,7 +332,10 @@ func TestEnvtest_ReconciliationRefusesTamperedPlan(t *testing.T) {
 		t.Fatalf("tampering with the stored plan %s: rows %d, err %v", plan.PlanID, tag.RowsAffected(), err)
 	}
 
-	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+	// alice approves as herself (the admission policy, when installed,
+	// lets only her write an approval in her name).
+	grantEditReconciliations(t, ns, "alice")
+	updateSpecAs(t, approvalClientAs(t, "alice"), ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
 		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: plan.PlanID, Approver: "alice", MaxActions: 10}
 	})
 	o = waitRecon(t, ns, pr.Name, "an outcome for the approval", func(o *recoveryv1.ProjectionReconciliation) bool {
@@ -424,7 +459,7 @@ func TestEnvtest_ScheduleReportsDriftAsEventAndMetric(t *testing.T) {
 
 	// An edit is reverted: the interval and an approval slipped in (the
 	// envtest admin may approve).
-	setSpec(t, ns, name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+	updateSpecAs(t, k8sClient, ns, name, func(s *recoveryv1.ProjectionReconciliationSpec) {
 		s.Schedule.Interval.Duration = time.Hour
 		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: "plan-x", Approver: "admin"}
 	})
