@@ -19,16 +19,23 @@ package controllers
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
@@ -101,22 +108,14 @@ func tradeCount(t *testing.T, f *fixture, id string) int {
 	return n
 }
 
-// TestEnvtest_ReconciliationRepairsBlockedScope, on real parts (apiserver,
-// PostgreSQL with the documented roles, a reference member): an orphan
-// trade BLOCKs the scope (ORPHAN_TRADE); a ProjectionReconciliation reports
-// the invariant and its cause with a plan; an approval with a wrong planId
-// is refused confirmation_required, one by a user without the approve verb
-// repair_denied (SubjectAccessReview, fail closed), one on an expired plan
-// (injected clock) plan_expired, each writing nothing; the right approval
-// by an allowed user applies, verifies, re-triggers the recovery, which
-// goes CURRENT with every SQL key equal to the independent replay and names
-// the reconciliation in its status; a scheduled dry run never applies.
-func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
-	withoutApprovalPolicy(t)
-	ns := newNamespace(t)
-	grantApprove(t, ns, "alice")
-	f := newFixture(t, "recon-orphan", 120, 0.2)
-	rec := f.recovery(ns, "orphan", nil, nil)
+// orphanBlockedScope is the scene of the approval tests: a scope caught up
+// (CURRENT), then an orphan trade 'orphan-1' the member never produced
+// inserted as the live projector would, which BLOCKs the scope with
+// ORPHAN_TRADE on its next cycle.
+func orphanBlockedScope(t *testing.T, ns, scope, name string) (*fixture, *recoveryv1.ProjectionRecovery) {
+	t.Helper()
+	f := newFixture(t, scope, 120, 0.2)
+	rec := f.recovery(ns, name, nil, nil)
 	waitState(t, ns, rec.Name, 60*time.Second, "CURRENT", isCurrentAt(f.boundary()))
 
 	b := f.boundary()
@@ -131,6 +130,24 @@ SELECT scope, 'orphan-1', 1000000, $2, instrument, price, quantity, buy_order_id
 	if got.Status.Reason != string(codes.OrphanTrade) {
 		t.Fatalf("recovery reason %s, want ORPHAN_TRADE", got.Status.Reason)
 	}
+	return f, rec
+}
+
+// TestEnvtest_ReconciliationRepairsBlockedScope, on real parts (apiserver,
+// PostgreSQL with the documented roles, a reference member): an orphan
+// trade BLOCKs the scope (ORPHAN_TRADE); a ProjectionReconciliation reports
+// the invariant and its cause with a plan; an approval with a wrong planId
+// is refused confirmation_required, one by a user without the approve verb
+// repair_denied (SubjectAccessReview, fail closed), one on an expired plan
+// (injected clock) plan_expired, each writing nothing; the right approval
+// by an allowed user applies, verifies, re-triggers the recovery, which
+// goes CURRENT with every SQL key equal to the independent replay and names
+// the reconciliation in its status; a scheduled dry run never applies.
+func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
+	withoutApprovalPolicy(t)
+	ns := newNamespace(t)
+	grantApprove(t, ns, "alice")
+	f, rec := orphanBlockedScope(t, ns, "recon-orphan", "orphan")
 
 	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
 	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-orphan"},
@@ -198,7 +215,7 @@ SELECT scope, 'orphan-1', 1000000, $2, instrument, price, quantity, buy_order_id
 	if tradeCount(t, f, "orphan-1") != 0 {
 		t.Fatal("the approved quarantine left the orphan trade in trades")
 	}
-	got, _ = waitState(t, ns, rec.Name, 60*time.Second, "CURRENT after the repair", func(o *recoveryv1.ProjectionRecovery) bool {
+	got, _ := waitState(t, ns, rec.Name, 60*time.Second, "CURRENT after the repair", func(o *recoveryv1.ProjectionRecovery) bool {
 		return isCurrentAt(f.boundary())(o) && o.Status.LastReconciliation != ""
 	})
 	if want := pr.Name + "/" + oc.CorrelationID; got.Status.LastReconciliation != want {
@@ -253,10 +270,275 @@ SELECT scope, 'orphan-1', 1000000, $2, instrument, price, quantity, buy_order_id
 	}
 }
 
+// grantEditReconciliations lets user read and update ProjectionReconciliations
+// in ns (what the shipped edit role grants; the approve verb is separate).
+func grantEditReconciliations(t *testing.T, ns, user string) {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reconciliation-editor"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{recoveryv1.GroupVersion.Group}, Resources: []string{"projectionreconciliations"}, Verbs: []string{"get", "update", "patch"}}}}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reconciliation-editor-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}}
+	for _, o := range []client.Object{role, rb} {
+		if err := k8sClient.Create(bg, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// updateSpecAs mutates the spec through c, read fresh and retried while
+// it conflicts with the controllers' writes or the user's new RBAC binding
+// is not in effect yet.
+func updateSpecAs(t *testing.T, c client.Client, ns, name string, mut func(*recoveryv1.ProjectionReconciliationSpec)) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the spec update of "+name+" stored", func() (bool, error) {
+		o := &recoveryv1.ProjectionReconciliation{}
+		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, o); err != nil {
+			return false, err
+		}
+		mut(&o.Spec)
+		err := c.Update(bg, o)
+		return err == nil, err
+	})
+}
+
+// TestEnvtest_ReconciliationRefusesTamperedPlan: after a dry run, the
+// database admin edits the stored plan (projection_reconciliation_runs.plan:
+// the quarantine action's after value); an approval with the right planId
+// by a user allowed to approve is refused plan_tampered (the actions no
+// longer hash to the fingerprint the planId binds), Stalled until a human
+// acts, and nothing is applied: the orphan trade is still in trades, the
+// journal is empty, no audit record says applied.
+func TestEnvtest_ReconciliationRefusesTamperedPlan(t *testing.T) {
+	ns := newNamespace(t)
+	grantApprove(t, ns, "alice")
+	f, rec := orphanBlockedScope(t, ns, "recon-tamper", "tamper")
+
+	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
+	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-tamper"},
+		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: rec.Name},
+			RepairDSNSecretRef: &recoveryv1.SecretKeySelector{Name: "repair-db", Key: "dsn"}}}
+	if err := k8sClient.Create(bg, pr); err != nil {
+		t.Fatal(err)
+	}
+	o := waitRecon(t, ns, pr.Name, "a report with a plan", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.RunState == recoveryv1.RunReported && o.Status.Plan != nil && o.Status.Plan.Actions == 1
+	})
+	plan := o.Status.Plan
+
+	// The admin rewrites the action's after value inside the stored plan
+	// (every run of this plan id: the controller reads back the newest).
+	tag, err := f.pool.Exec(bg, `UPDATE projection_reconciliation_runs
+   SET plan = jsonb_set(plan, '{actions,0,after}', coalesce(plan #> '{actions,0,after}', '{}'::jsonb) || '{"booking_status": "TAMPERED"}'::jsonb)
+ WHERE scope = $1 AND plan_id = $2 AND plan IS NOT NULL`, f.scope, plan.PlanID)
+	if err != nil || tag.RowsAffected() == 0 {
+		t.Fatalf("tampering with the stored plan %s: rows %d, err %v", plan.PlanID, tag.RowsAffected(), err)
+	}
+
+	// alice approves as herself (the admission policy, when installed,
+	// lets only her write an approval in her name).
+	grantEditReconciliations(t, ns, "alice")
+	updateSpecAs(t, approvalClientAs(t, "alice"), ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: plan.PlanID, Approver: "alice",
+			ApproverGroups: []string{"system:authenticated"}, MaxActions: 10}
+	})
+	o = waitRecon(t, ns, pr.Name, "an outcome for the approval", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.Outcome != nil && o.Status.Outcome.PlanID == plan.PlanID && o.Status.ObservedGeneration == o.Generation
+	})
+	if oc := o.Status.Outcome; oc.Operation != opApply || oc.Result != string(recon.ResultPlanTampered) || oc.Applied != 0 {
+		t.Fatalf("outcome %+v: want apply refused %s with nothing applied", oc, recon.ResultPlanTampered)
+	}
+	if c := meta.FindStatusCondition(o.Status.Conditions, recoveryv1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonRefused {
+		t.Fatalf("Stalled = %+v, want True/%s after plan_tampered", c, ReasonRefused)
+	}
+	// A resync must not try the refused approval again (it needs a human).
+	time.Sleep(2 * time.Second)
+	if tradeCount(t, f, "orphan-1") != 1 {
+		t.Fatal("a tampered plan touched the orphan trade")
+	}
+	var journal, applied int64
+	if err := f.pool.QueryRow(bg, `SELECT count(*) FROM projection_reconciliation_journal WHERE scope = $1`, f.scope).Scan(&journal); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.pool.QueryRow(bg, `SELECT count(*) FROM projection_reconciliation_audit WHERE scope = $1 AND outcome = 'applied'`, f.scope).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if journal != 0 || applied != 0 {
+		t.Fatalf("a tampered plan wrote: %d journal rows, %d applied audit records", journal, applied)
+	}
+	if got := getRecon(t, ns, pr.Name).Status.Outcome; got.Result != string(recon.ResultPlanTampered) {
+		t.Fatalf("outcome changed on a resync: %+v", got)
+	}
+}
+
+// startScheduler runs a manager with only the scheduler (--reconcile-every
+// = every) over the ProjectionRecoveries matching sel, as cmd/manager
+// registers it. The suite manager's reconciliation controller runs the
+// scheduled objects it creates.
+func startScheduler(t *testing.T, sel labels.Selector, every time.Duration) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&recoveryv1.ProjectionRecovery{}: {Label: sel}}},
+		Controller:             ctrlConfigUniqueNames(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&ProjectionReconciliationScheduler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("projection-reconciliation-schedule"), Every: every}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("scheduler manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitScheduled polls the scheduled reconciliation (absent counts as not yet).
+func waitScheduled(t *testing.T, ns, name, what string, cond func(*recoveryv1.ProjectionReconciliation) bool) *recoveryv1.ProjectionReconciliation {
+	t.Helper()
+	var got *recoveryv1.ProjectionReconciliation
+	eventually(t, 100*time.Second, what, func() (bool, error) {
+		o := &recoveryv1.ProjectionReconciliation{}
+		if err := k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, o); err != nil {
+			return false, err
+		}
+		got = o
+		return cond(o), nil
+	})
+	return got
+}
+
+// TestEnvtest_ScheduleReportsDriftAsEventAndMetric (issue 10: scheduled
+// reconciliation of every scope, off by default, reports drift as an Event
+// and a metric): with --reconcile-every=1m the manager keeps a
+// "<recovery>-scheduled" ProjectionReconciliation owned by the recovery
+// (controller, same UID), labelled managed-by=schedule, without approval;
+// its first dry run on the CURRENT scope is clean; an edit of its interval
+// and an approval slipped into it are reverted, a deletion is undone; a
+// drift introduced later is found by the next scheduled run on its own
+// timer (no spec change, no poke: real time), which raises the DriftFound
+// Warning event and the projection_reconciliation_drift_findings gauge, and
+// applies nothing; the flag turned off removes the object and its series.
+func TestEnvtest_ScheduleReportsDriftAsEventAndMetric(t *testing.T) {
+	withoutApprovalPolicy(t) // the edit below slips an approval in as the admin, to see it reverted
+	ns := newNamespace(t)
+	lbl, sel := shard(t, "schedule")
+	f := newFixture(t, "recon-sched", 120, 0.2)
+	rec := f.recovery(ns, "sched", lbl, nil)
+	stopRec, _, err := startManager("schedule", sel, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopRec()
+	waitState(t, ns, rec.Name, 60*time.Second, "CURRENT", isCurrentAt(f.boundary()))
+
+	stopOn := startScheduler(t, sel, time.Minute)
+	name := ScheduledReconciliationName(rec.Name)
+	o := waitScheduled(t, ns, name, "a clean scheduled report", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.RunState == recoveryv1.RunReported && o.Status.Report != nil && o.Status.ObservedGeneration == o.Generation
+	})
+	if r := o.Status.Report; !r.Clean || r.Findings != 0 {
+		t.Fatalf("first scheduled report %+v, want clean on a CURRENT scope", r)
+	}
+	c := metav1.GetControllerOf(o)
+	if c == nil || c.UID != rec.UID || c.Kind != "ProjectionRecovery" || c.Name != rec.Name {
+		t.Fatalf("owner %+v: want the ProjectionRecovery %s (uid %s) as controller", c, rec.Name, rec.UID)
+	}
+	if o.Labels[LabelManagedBy] != ManagedBySchedule || o.Spec.RecoveryRef.Name != rec.Name || o.Spec.Schedule == nil ||
+		o.Spec.Schedule.Interval.Duration != time.Minute || o.Spec.Approval != nil || o.Spec.RepairDSNSecretRef != nil {
+		t.Fatalf("scheduled reconciliation labels %v spec %+v: want managed-by=schedule, every 1m, no approval", o.Labels, o.Spec)
+	}
+
+	// An edit is reverted: the interval and an approval slipped in (the
+	// envtest admin may approve).
+	updateSpecAs(t, k8sClient, ns, name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+		s.Schedule.Interval.Duration = time.Hour
+		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: "plan-x", Approver: "admin"}
+	})
+	waitScheduled(t, ns, name, "the edit reverted", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Spec.Schedule != nil && o.Spec.Schedule.Interval.Duration == time.Minute && o.Spec.Approval == nil
+	})
+	// A deletion is undone (a new object, still owned).
+	uid := o.UID
+	if err := k8sClient.Delete(bg, o); err != nil {
+		t.Fatal(err)
+	}
+	o = waitScheduled(t, ns, name, "the scheduled reconciliation recreated", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.UID != uid && o.Status.RunState == recoveryv1.RunReported && o.Status.Report != nil && o.Status.Report.Clean
+	})
+	if c := metav1.GetControllerOf(o); c == nil || c.UID != rec.UID {
+		t.Fatalf("recreated without its owner: %+v", o.OwnerReferences)
+	}
+
+	// Drift the live feed could have caused; the next run is the schedule's own.
+	if _, err := f.pool.Exec(bg, `UPDATE positions SET quantity = quantity + 7 WHERE scope = $1 AND (account, instrument) =
+ (SELECT account, instrument FROM positions WHERE scope = $1 ORDER BY account, instrument LIMIT 1)`, f.scope); err != nil {
+		t.Fatal(err)
+	}
+	last := o.Status.LastRunAt
+	o = waitScheduled(t, ns, name, "the next scheduled run reporting the drift", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.LastRunAt != nil && o.Status.LastRunAt.After(last.Time) && o.Status.Report != nil && o.Status.Report.Findings > 0
+	})
+	if o.Generation != 1 {
+		t.Fatalf("generation %d: the run must come from the schedule, not from a spec change", o.Generation)
+	}
+	if len(o.Status.Report.ByInvariant) == 0 {
+		t.Fatalf("report %+v without invariants", o.Status.Report)
+	}
+	inv := o.Status.Report.ByInvariant[0].Name
+	if v := suiteRecon.Metrics.Drift(ns, name, f.scope, inv); v < 1 {
+		t.Fatalf("projection_reconciliation_drift_findings{invariant=%q} = %v, want >= 1", inv, v)
+	}
+	eventually(t, 20*time.Second, "a DriftFound Warning event on the scheduled reconciliation", func() (bool, error) {
+		var evs eventsv1.EventList
+		if err := k8sClient.List(bg, &evs, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == name && e.Type == corev1.EventTypeWarning && e.Reason == ReasonDrift {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	var journal int64
+	if err := f.pool.QueryRow(bg, `SELECT count(*) FROM projection_reconciliation_journal WHERE scope = $1`, f.scope).Scan(&journal); err != nil {
+		t.Fatal(err)
+	}
+	if journal != 0 || o.Status.Outcome != nil {
+		t.Fatalf("a scheduled run applied: %d journal rows, outcome %+v", journal, o.Status.Outcome)
+	}
+
+	// Off (a restart without the flag): the scheduler removes what it
+	// created, and the drift series goes with it.
+	stopOn()
+	startScheduler(t, sel, 0)
+	eventually(t, 30*time.Second, "the scheduled reconciliation removed with the flag off", func() (bool, error) {
+		err := k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, &recoveryv1.ProjectionReconciliation{})
+		return apierrors.IsNotFound(err), err
+	})
+	eventually(t, 20*time.Second, "the drift series forgotten", func() (bool, error) {
+		return suiteRecon.Metrics.Drift(ns, name, f.scope, inv) == 0, nil
+	})
+}
+
 // withoutApprovalPolicy lifts the shipped admission policy's binding for one
 // test and puts the shipped manifests back after it. The policy is the first
-// layer (TestEnvtest_ApprovalOnlyTheAPIServerGrants proves it); this test
-// writes approvals as the envtest admin in other users' names to reach the
+// layer (TestEnvtest_ApprovalOnlyTheAPIServerGrants proves it); a test that
+// writes approvals as the envtest admin in other users' names reaches the
 // second layer, the controller's own SubjectAccessReview at apply time, which
 // must hold even where the policy is not installed. Envtest tests in this
 // package run one at a time, so no other test sees the gap.

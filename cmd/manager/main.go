@@ -69,6 +69,7 @@ type options struct {
 	natsURL                 string
 	ownerID                 string
 	watchLabelSelector      string
+	reconcileEvery          time.Duration
 	showVersion             bool
 }
 
@@ -98,6 +99,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server of the live feed. When set, a reconnect edge triggers a cycle for every scope (FR-APR10).")
 	fs.StringVar(&o.ownerID, "owner-id", "", "Lease owner identity of this manager (FR-APR08). Defaults to <hostname>-<random>; must differ between managers.")
 	fs.StringVar(&o.watchLabelSelector, "watch-label-selector", "", "Only reconcile ProjectionRecoveries matching this label selector (sharding scopes across managers).")
+	fs.DurationVar(&o.reconcileEvery, "reconcile-every", 0, "Keep a ProjectionReconciliation <recovery>-scheduled (label "+controllers.LabelManagedBy+"="+controllers.ManagedBySchedule+", owned by its ProjectionRecovery) that dry-runs every scope this often and reports drift as DriftFound events and projection_reconciliation_drift_findings; it never applies. 0 (the default) is off and removes the ones an earlier run created. Between 1m and 168h.")
 	fs.BoolVar(&o.dev, "dev", false, "Human-readable console logs instead of JSON.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Minimum log level: debug, info, warn, error.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
@@ -134,6 +136,10 @@ func parseFlags(args []string) (options, error) {
 	}
 	if _, err := labels.Parse(o.watchLabelSelector); err != nil {
 		return o, &usageError{fmt.Errorf("--watch-label-selector: %w", err)}
+	}
+	if o.reconcileEvery != 0 && (o.reconcileEvery < time.Minute || o.reconcileEvery > 168*time.Hour) {
+		// The CRD's schedule.interval bounds: a value outside them could never be stored.
+		return o, &usageError{fmt.Errorf("--reconcile-every must be 0 (off) or between 1m and 168h, got %s", o.reconcileEvery)}
 	}
 	if o.syncPeriod < time.Minute {
 		return o, &usageError{fmt.Errorf("--sync-period must be at least 1m, got %s", o.syncPeriod)}
@@ -289,6 +295,16 @@ func run(args []string) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the reconciliation controller: %w", err)
 	}
+	// Scheduled reconciliation of every scope (issue 10), off unless
+	// --reconcile-every is set. Registered when off too: off removes the
+	// scheduled reconciliations an earlier run created.
+	if err := (&controllers.ProjectionReconciliationScheduler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("projection-reconciliation-schedule"),
+		Every:    o.reconcileEvery,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the reconciliation scheduler: %w", err)
+	}
 	if o.completenessAddr != "0" {
 		if err := mgr.Add(httpServer(o.completenessAddr, registry.Handler())); err != nil {
 			return err
@@ -304,7 +320,7 @@ func run(args []string) error {
 		return err
 	}
 
-	log.Info("starting manager", "version", versionString(), "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect)
+	log.Info("starting manager", "version", versionString(), "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect, "reconcileEvery", o.reconcileEvery.String())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

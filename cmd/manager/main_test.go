@@ -37,10 +37,22 @@ func TestParseFlags_DefaultsAndErrors(t *testing.T) {
 	if o.leaderElect {
 		t.Fatal("leader election is not needed for safety and is off by default")
 	}
+	if o.reconcileEvery != 0 {
+		t.Fatalf("scheduled reconciliation must be off by default, got --reconcile-every=%s", o.reconcileEvery)
+	}
+	for _, ok := range []string{"--reconcile-every=0", "--reconcile-every=1m", "--reconcile-every=168h"} {
+		if _, err := parseFlags([]string{ok}); err != nil {
+			t.Errorf("parseFlags(%s) = %v, want accepted", ok, err)
+		}
+	}
+	if _, err := parseFlags([]string{"--reconcile-every=169h"}); err == nil || !strings.Contains(err.Error(), "reconcile-every") {
+		t.Errorf("--reconcile-every=169h = %v, want refused (the CRD's schedule.interval bound)", err)
+	}
 	cases := map[string][]string{
 		"max-concurrent-reconciles": {"--max-concurrent-reconciles=0"},
 		"sync-period":               {"--sync-period=1s"},
 		"watch-label-selector":      {"--watch-label-selector=a=b=c"},
+		"reconcile-every":           {"--reconcile-every=30s"},
 	}
 	for want, args := range cases {
 		t.Run(want, func(t *testing.T) {
