@@ -47,6 +47,30 @@ func (o *options) getReconciliation(ctx context.Context, name string) (*recovery
 	return &r, nil
 }
 
+// showReconciliation is the body of report and plan: read the object, print
+// it (-o json|yaml as the object, else write's text), then the command's
+// exit decision.
+func (o *options) showReconciliation(cmd *cobra.Command, name, output string,
+	write func(io.Writer, *recoveryv1.ProjectionReconciliation, time.Time),
+	verdict func(*recoveryv1.ProjectionReconciliation) error) error {
+	p, err := printerFor(output)
+	if err != nil {
+		return err
+	}
+	r, err := o.getReconciliation(cmd.Context(), name)
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		if err := p.PrintObj(r, o.streams.Out); err != nil {
+			return err
+		}
+	} else {
+		write(o.streams.Out, r, o.now())
+	}
+	return verdict(r)
+}
+
 func newReportCommand(o *options) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -57,28 +81,14 @@ projection is clean, the number of findings by drift kind and by invariant,
 and the top findings (at most ten) each with its root-cause line. The full
 report is in PostgreSQL (projection_reconciliation_runs).
 
-Exit codes: 0 clean, 1 error, 2 usage, 3 not clean or no report yet.`,
+Exit codes: 0 no finding, 1 error, 2 usage, 3 any finding (drift, even when
+"clean", which only means no inconsistent finding) or no report yet.`,
 		Example: `  kubectl projection report venue-a || echo "drift in venue-a"
   kubectl projection report venue-a -o json | jq .status.report`,
 		Args:              exactlyOneName("ProjectionReconciliation"),
 		ValidArgsFunction: completeReconciliations(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := printerFor(output)
-			if err != nil {
-				return err
-			}
-			r, err := o.getReconciliation(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if p != nil {
-				if err := p.PrintObj(r, o.streams.Out); err != nil {
-					return err
-				}
-			} else {
-				writeReport(o.streams.Out, r, o.now())
-			}
-			return reportVerdict(r)
+			return o.showReconciliation(cmd, args[0], output, writeReport, func(r *recoveryv1.ProjectionReconciliation) error { return reportVerdict(r) })
 		},
 	}
 	outputFlag(cmd, &output)
@@ -170,28 +180,15 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 no plan, plan expired, or rehearsal failed
 		Args:              exactlyOneName("ProjectionReconciliation"),
 		ValidArgsFunction: completeReconciliations(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := printerFor(output)
-			if err != nil {
-				return err
-			}
-			r, err := o.getReconciliation(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if p != nil {
-				if err := p.PrintObj(r, o.streams.Out); err != nil {
+			return o.showReconciliation(cmd, args[0], output, writePlan, func(r *recoveryv1.ProjectionReconciliation) error {
+				if err := approvable(r, o.now()); err != nil {
 					return err
 				}
-			} else {
-				writePlan(o.streams.Out, r, o.now())
-			}
-			if err := approvable(r, o.now()); err != nil {
-				return err
-			}
-			if !r.Status.Plan.WouldSucceed {
-				return refused("plan %s failed its rehearsal: an apply of the whole plan would fail", r.Status.Plan.PlanID)
-			}
-			return nil
+				if !r.Status.Plan.WouldSucceed {
+					return refused("plan %s failed its rehearsal: an apply of the whole plan would fail", r.Status.Plan.PlanID)
+				}
+				return nil
+			})
 		},
 	}
 	outputFlag(cmd, &output)
