@@ -134,9 +134,6 @@ func TestCLI_UsageErrorExitsTwo(t *testing.T) {
 // TestCLI_BinaryHelpAndVersion builds the real binary the way a release does
 // (-ldflags -X main.version=...) and runs it: --help and --version exit 0.
 func TestCLI_BinaryHelpAndVersion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the manager binary")
-	}
 	bin := filepath.Join(t.TempDir(), "manager")
 	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
