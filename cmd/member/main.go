@@ -62,7 +62,16 @@ type config struct {
 	dropRate                             float64
 	dropSeed                             uint64
 	logFormat                            string
+	showVersion                          bool
 }
+
+// version is the release of this binary, stamped at build time with
+// -ldflags "-X main.version=v1.2.3" (make image does); "dev" unstamped.
+var version = "dev"
+
+// errVersion is returned by parseFlags for --version, as flag.ErrHelp is for
+// --help: main answers it on stdout and exits 0.
+var errVersion = errors.New("version requested")
 
 func parseFlags(args []string) (config, error) {
 	var c config
@@ -94,8 +103,12 @@ func parseFlags(args []string) (config, error) {
 	fs.Float64Var(&c.dropRate, "drop-rate", 0, "probability in [0,1] that an event is not published (it stays in the log)")
 	fs.Uint64Var(&c.dropSeed, "drop-seed", 1, "seed of the drop decisions")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.showVersion {
+		return c, errVersion
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -122,6 +135,10 @@ func parseFlags(args []string) (config, error) {
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if errors.Is(err, errVersion) {
+		fmt.Println("member " + version)
 		return
 	}
 	if err != nil {
