@@ -66,6 +66,10 @@ build: ## Build the manager, the reference member and the kubectl plugin (bin/ku
 	go build -o $(LOCALBIN)/member ./cmd/member
 	go build -o $(LOCALBIN)/kubectl-projection ./cmd/kubectl-projection
 
+.PHONY: image
+image: ## Build the manager+member image into bin/image/ without a Docker daemon and print its reference (docs/image.md).
+	go run ./hack/image --out $(LOCALBIN)/image --version $(VERSION)
+
 ##@ Test
 
 .PHONY: control-plane

@@ -50,12 +50,24 @@ func conditionsFor(state recoveryv1.RecoveryState, reason, message string) condi
 	switch reason {
 	case recoveryv1.ReasonSecretNotFound, recoveryv1.ReasonInvalidSpec, recoveryv1.ReasonDuplicateScope:
 		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, reason, message}
+	case recoveryv1.ReasonAutoRecoveryDisabled:
+		// The scope is behind (a CURRENT scope keeps state CURRENT and Ready
+		// even read-only) and this manager may not write: nothing closes the
+		// gap until an operator turns auto-recovery on or repairs by hand.
+		// That is what Stalled means; left InProgress, `kstatus wait` and a
+		// Flux health check would wait forever, and left all-False, kstatus
+		// would call an incomplete projection Current (docs/gitops.md).
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, reason, message}
 	case string(codes.SchemaMissing):
 		// Only an operator can apply the migration (`manager migrate`):
 		// Stalled, like a spec that cannot be used. Not BLOCKED: nothing is
 		// wrong with the projection itself.
 		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, recoveryv1.ReasonSchemaMissing, message}
-	case recoveryv1.ReasonSuspended, recoveryv1.ReasonAutoRecoveryDisabled:
+	case recoveryv1.ReasonSuspended:
+		// Settled on purpose: no cycle runs until spec.suspend changes (which
+		// changes the generation). kstatus reads it as Current, the one
+		// settled verdict that is not a failure; Ready stays False because
+		// nothing is proven while suspended.
 		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse, reason, message}
 	}
 	if reason == "" {

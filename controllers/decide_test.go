@@ -164,7 +164,7 @@ func TestConditionsFor_AtMostOneTrue(t *testing.T) {
 		{"invalid spec is stalled", "", recoveryv1.ReasonInvalidSpec, "False", "False", "True", recoveryv1.ReasonInvalidSpec},
 		{"schema missing is stalled", "", string(codes.SchemaMissing), "False", "False", "True", recoveryv1.ReasonSchemaMissing},
 		{"suspended is none of them", "", recoveryv1.ReasonSuspended, "False", "False", "False", recoveryv1.ReasonSuspended},
-		{"auto recovery disabled is none of them", "", recoveryv1.ReasonAutoRecoveryDisabled, "False", "False", "False", recoveryv1.ReasonAutoRecoveryDisabled},
+		{"auto recovery disabled while behind is stalled", "", recoveryv1.ReasonAutoRecoveryDisabled, "False", "False", "True", recoveryv1.ReasonAutoRecoveryDisabled},
 		{"awaiting the first cycle is reconciling", "", "", "False", "True", "False", recoveryv1.ReasonAwaitingFirstCycle},
 	}
 	for _, tc := range cases {

@@ -35,6 +35,7 @@ type Metrics struct {
 	lag          *prometheus.GaugeVec
 	verified     *prometheus.GaugeVec
 	boundary     *prometheus.GaugeVec
+	state        *prometheus.GaugeVec
 	pages        *prometheus.CounterVec
 	events       *prometheus.CounterVec
 	refusals     *prometheus.CounterVec
@@ -66,6 +67,8 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Consensus sequence through which the projection is proven complete."}, labels),
 		boundary: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "projection_recovery_observed_boundary_seq",
 			Help: "The member's applied boundary last observed."}, labels),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "projection_recovery_state",
+			Help: "1 for the scope's current status.state (CATCHING_UP, CURRENT, RETRYING, BLOCKED), 0 for the others."}, append(labels, "state")),
 		pages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "projection_recovery_pages_applied_total",
 			Help: "Pages committed."}, labels),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "projection_recovery_events_applied_total",
@@ -77,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		statusWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "projection_recovery_status_writes_total",
 			Help: "Status writes sent to the API server (unchanged status is never written)."}),
 	}
-	for _, c := range []prometheus.Collector{m.lag, m.verified, m.boundary, m.pages, m.events, m.refusals, m.cycles, m.statusWrites} {
+	for _, c := range []prometheus.Collector{m.lag, m.verified, m.boundary, m.state, m.pages, m.events, m.refusals, m.cycles, m.statusWrites} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -106,10 +109,21 @@ func (m *Metrics) observeCycle(obj *recoveryv1.ProjectionRecovery, res cycleResu
 // these series never disagree). A scope never checked exports no series.
 func (m *Metrics) observeStatus(obj *recoveryv1.ProjectionRecovery) {
 	st := &obj.Status
+	l := prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope}
+	if st.State != "" {
+		// Every state has a series, 0 or 1, so a state a scope left reads 0
+		// instead of keeping its last 1 (a dashboard would show two states).
+		for _, s := range recoveryStates {
+			v := 0.0
+			if st.State == s {
+				v = 1
+			}
+			m.state.WithLabelValues(obj.Namespace, obj.Name, obj.Spec.Scope, string(s)).Set(v)
+		}
+	}
 	if !hasCursor(st) {
 		return
 	}
-	l := prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope}
 	m.verified.With(l).Set(float64(st.VerifiedThroughSeq))
 	m.boundary.With(l).Set(float64(st.ObservedBoundarySeq))
 	m.lag.With(l).Set(float64(st.Lag))
@@ -133,4 +147,19 @@ func (m *Metrics) forget(obj *recoveryv1.ProjectionRecovery) {
 	m.events.Delete(l)
 	m.cycles.Delete(l)
 	m.refusals.DeletePartialMatch(l)
+	m.state.DeletePartialMatch(l)
+}
+
+// recoveryStates are the values of status.state (the CRD's enum).
+var recoveryStates = []recoveryv1.RecoveryState{
+	recoveryv1.StateCatchingUp, recoveryv1.StateCurrent, recoveryv1.StateRetrying, recoveryv1.StateBlocked,
+}
+
+// State is the state gauge's value for one scope and state (tests).
+func (m *Metrics) State(ns, name, scope string, state recoveryv1.RecoveryState) float64 {
+	g, err := m.state.GetMetricWithLabelValues(ns, name, scope, string(state))
+	if err != nil {
+		return -1
+	}
+	return testGaugeValue(g)
 }

@@ -19,8 +19,11 @@ package v1alpha1
 // Condition types. They follow the kstatus convention so that kubectl wait,
 // Argo CD and Flux read a ProjectionRecovery correctly:
 //   - Reconciling=True  → kstatus InProgress (catching up or retrying)
-//   - Stalled=True      → kstatus Failed (blocked: needs operator review)
+//   - Stalled=True      → kstatus Failed (blocked, or behind with auto-recovery
+//     off, or an unusable spec: needs an operator)
 //   - Ready=True with status.observedGeneration == metadata.generation → Current.
+//   - all three False (spec.suspend) → Current: settled, Ready=False says
+//     nothing is proven. docs/gitops.md has the whole table.
 const (
 	// ConditionReady is True when the scope is proven complete through the
 	// observed boundary (state CURRENT) for the current generation.
@@ -51,7 +54,9 @@ const (
 	// ReasonSuspended: spec.suspend is true; no cycle runs.
 	ReasonSuspended = "Suspended"
 	// ReasonAutoRecoveryDisabled: the manager runs with auto-recovery off; the
-	// controller reports completeness read-only and writes nothing to SQL.
+	// controller reports completeness read-only and writes nothing to SQL. A
+	// scope that is behind is then Stalled (kstatus Failed): only an operator
+	// can close the gap. A CURRENT scope stays Ready.
 	ReasonAutoRecoveryDisabled = "AutoRecoveryDisabled"
 	// ReasonSecretNotFound: a referenced Secret or key does not exist.
 	ReasonSecretNotFound = "SecretNotFound"
