@@ -28,10 +28,18 @@ import (
 // three together (rather than setting them one by one in phases) guarantees
 // they never contradict each other: at most one of Ready, Reconciling and
 // Stalled is True, which is what kstatus needs to classify the object.
+// kstatus reads them in this order: Reconciling=True is InProgress,
+// Stalled=True is Failed, then Ready=True is Current and Ready=False (or
+// Unknown) is InProgress; with no Ready at all it is Current. So every
+// situation that waits on an operator must be Stalled, never Ready=False
+// alone, or GitOps tools wait on it forever.
 type conditionSet struct {
 	ready, reconciling, stalled metav1.ConditionStatus
 	reason, message             string
 }
+
+// conditionAbsent in a conditionSet removes the condition instead of setting it.
+const conditionAbsent metav1.ConditionStatus = ""
 
 // conditionsFor maps a state (or a pre-cycle situation expressed as a reason)
 // to the kstatus triple. It is pure and table-tested.
@@ -65,10 +73,13 @@ func conditionsFor(state recoveryv1.RecoveryState, reason, message string) condi
 		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, recoveryv1.ReasonSchemaMissing, message}
 	case recoveryv1.ReasonSuspended:
 		// Settled on purpose: no cycle runs until spec.suspend changes (which
-		// changes the generation). kstatus reads it as Current, the one
-		// settled verdict that is not a failure; Ready stays False because
-		// nothing is proven while suspended.
-		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse, reason, message}
+		// changes the generation). Ready is removed, not False: while
+		// suspended the controller asserts nothing about completeness, and
+		// kstatus reads Ready=False as InProgress, so `kstatus wait` and a
+		// Flux health check would never end on a suspended resource. With
+		// no Ready and neither Reconciling nor Stalled, kstatus reads the
+		// settled verdict Current (docs/gitops.md).
+		return conditionSet{conditionAbsent, metav1.ConditionFalse, metav1.ConditionFalse, reason, message}
 	}
 	if reason == "" {
 		reason = recoveryv1.ReasonAwaitingFirstCycle
@@ -89,6 +100,10 @@ func applyConditions(conds *[]metav1.Condition, set conditionSet, generation int
 		{recoveryv1.ConditionReconciling, set.reconciling},
 		{recoveryv1.ConditionStalled, set.stalled},
 	} {
+		if c.status == conditionAbsent {
+			meta.RemoveStatusCondition(conds, c.typ)
+			continue
+		}
 		meta.SetStatusCondition(conds, metav1.Condition{
 			Type:               c.typ,
 			Status:             c.status,

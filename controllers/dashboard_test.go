@@ -76,20 +76,27 @@ var (
 	promqlString  = regexp.MustCompile(`"(\\.|[^"\\])*"|'(\\.|[^'\\])*'`)
 	promqlBraces  = regexp.MustCompile(`\{[^}]*\}|\[[^\]]*\]`)
 	promqlGroupBy = regexp.MustCompile(`\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
-	promqlIdent   = regexp.MustCompile(`\$?[a-zA-Z_:][a-zA-Z0-9_:]*\s*\(?`)
+	promqlIdent   = regexp.MustCompile(`[0-9][0-9a-zA-Z_.]*|\$?[a-zA-Z_:][a-zA-Z0-9_:]*\s*\(?`)
 )
 
 // metricNames lists the series names a PromQL expression selects: every
 // identifier outside strings, label matchers, ranges and grouping lists
 // that is neither a function call, a keyword nor a Grafana variable.
 func metricNames(expr string) []string {
-	e := promqlString.ReplaceAllString(expr, `""`)
+	e := strings.TrimSpace(expr)
+	if strings.HasPrefix(e, "label_values(") {
+		// Grafana's label_values(selector, label): the label is no series.
+		if i := strings.LastIndex(e, ","); i > 0 {
+			e = e[:i] + ")"
+		}
+	}
+	e = promqlString.ReplaceAllString(e, `""`)
 	e = promqlBraces.ReplaceAllString(e, " ")
 	e = promqlGroupBy.ReplaceAllString(e, " ")
 	var out []string
 	for _, m := range promqlIdent.FindAllString(e, -1) {
 		m = strings.TrimSpace(m)
-		if strings.HasSuffix(m, "(") || strings.HasPrefix(m, "$") || promqlKeywords[strings.ToLower(m)] {
+		if strings.HasSuffix(m, "(") || strings.HasPrefix(m, "$") || m[0] >= '0' && m[0] <= '9' || promqlKeywords[strings.ToLower(m)] {
 			continue
 		}
 		out = append(out, m)
@@ -106,6 +113,8 @@ func TestMetricNames_Parser(t *testing.T) {
 		{`histogram_quantile(0.95, sum by (le) (rate(b_bucket[5m])))`, []string{"b_bucket"}},
 		{`count(max by (ns) (c{state!="CURRENT"}) == 1) or vector(0)`, []string{"c"}},
 		{`d / on (scope) group_left (name) e offset 5m`, []string{"d", "e"}},
+		{`label_values(f{namespace=~"$namespace", a="b"}, scope)`, []string{"f"}},
+		{`g > 1e3 and h`, []string{"g", "h"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.expr, func(t *testing.T) {

@@ -163,7 +163,7 @@ func TestConditionsFor_AtMostOneTrue(t *testing.T) {
 		{"secret not found is stalled", "", recoveryv1.ReasonSecretNotFound, "False", "False", "True", recoveryv1.ReasonSecretNotFound},
 		{"invalid spec is stalled", "", recoveryv1.ReasonInvalidSpec, "False", "False", "True", recoveryv1.ReasonInvalidSpec},
 		{"schema missing is stalled", "", string(codes.SchemaMissing), "False", "False", "True", recoveryv1.ReasonSchemaMissing},
-		{"suspended is none of them", "", recoveryv1.ReasonSuspended, "False", "False", "False", recoveryv1.ReasonSuspended},
+		{"suspended is none of them, without Ready", "", recoveryv1.ReasonSuspended, conditionAbsent, "False", "False", recoveryv1.ReasonSuspended},
 		{"auto recovery disabled while behind is stalled", "", recoveryv1.ReasonAutoRecoveryDisabled, "False", "False", "True", recoveryv1.ReasonAutoRecoveryDisabled},
 		{"awaiting the first cycle is reconciling", "", "", "False", "True", "False", recoveryv1.ReasonAwaitingFirstCycle},
 	}

@@ -225,20 +225,25 @@ func TestGitOpsHealth_Reconciliation(t *testing.T) {
 		argo     string
 		argoSays string
 		kstatus  kstatus.Status
+		approval *recoveryv1.ReconciliationApproval
 	}{
-		{"pending run", recoveryv1.ProjectionReconciliationStatus{RunState: recoveryv1.RunPending}, "", "Progressing", ReasonRunning, kstatus.InProgressStatus},
-		{"failed run retries", recoveryv1.ProjectionReconciliationStatus{RunState: recoveryv1.RunFailed}, "", "Progressing", ReasonRunFailed, kstatus.InProgressStatus},
-		{"clean report", recoveryv1.ProjectionReconciliationStatus{RunState: recoveryv1.RunReported, Report: clean}, "", "Healthy", ReasonReported, kstatus.CurrentStatus},
-		// Drift waits for an approver: settled (Current for kstatus, a
-		// GitOps apply of the resource converges) but not healthy.
-		{"drift found", recoveryv1.ProjectionReconciliationStatus{RunState: recoveryv1.RunReported, Report: drift}, "", "Degraded", ReasonDrift, kstatus.CurrentStatus},
-		{"recovery missing", recoveryv1.ProjectionReconciliationStatus{}, ReasonRecoveryNotFound, "Degraded", ReasonRecoveryNotFound, kstatus.FailedStatus},
+		{"pending run", recoveryv1.ProjectionReconciliationStatus{RunState: recoveryv1.RunPending}, "", "Progressing", ReasonRunning, kstatus.InProgressStatus, nil},
+		{"failed run retries", recoveryv1.ProjectionReconciliationStatus{RunState: recoveryv1.RunFailed}, "", "Progressing", ReasonRunFailed, kstatus.InProgressStatus, nil},
+		{"clean report", recoveryv1.ProjectionReconciliationStatus{RunState: recoveryv1.RunReported, Report: clean}, "", "Healthy", ReasonReported, kstatus.CurrentStatus, nil},
+		// Drift waits for an approver: settled (Failed for kstatus, so a
+		// GitOps wait ends) and Degraded.
+		{"drift found", recoveryv1.ProjectionReconciliationStatus{RunState: recoveryv1.RunReported, Report: drift}, "", "Degraded", ReasonDrift, kstatus.FailedStatus, nil},
+		{"approved repair retried", recoveryv1.ProjectionReconciliationStatus{RunState: recoveryv1.RunReported, Report: drift,
+			Outcome: &recoveryv1.OutcomeSummary{Operation: opApply, PlanID: "p1", Result: "lease_unavailable"}}, "", "Progressing", ReasonDrift, kstatus.InProgressStatus,
+			&recoveryv1.ReconciliationApproval{PlanID: "p1"}},
+		{"recovery missing", recoveryv1.ProjectionReconciliationStatus{}, ReasonRecoveryNotFound, "Degraded", ReasonRecoveryNotFound, kstatus.FailedStatus, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := &recoveryv1.ProjectionReconciliation{
 				TypeMeta:   metav1.TypeMeta{APIVersion: recoveryv1.GroupVersion.String(), Kind: "ProjectionReconciliation"},
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", Generation: 2},
+				Spec:       recoveryv1.ProjectionReconciliationSpec{Approval: tc.approval},
 				Status:     tc.status,
 			}
 			obj.Status.ObservedGeneration = obj.Generation

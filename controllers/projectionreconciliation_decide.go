@@ -202,7 +202,24 @@ func reconConditions(spec *recoveryv1.ProjectionReconciliationSpec, st *recovery
 	if r := st.Report; r != nil && len(r.Top) > 0 {
 		msg = r.Top[0].Invariant + ": " + r.Top[0].Cause + "; " + msg
 	}
-	return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse, ReasonDrift, msg}
+	if approvalInFlight(spec, st.Outcome) {
+		// An approval stands that the controller has yet to execute or is
+		// retrying after a transient refusal: Ready=False alone, which
+		// kstatus reads as InProgress.
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse, ReasonDrift, msg}
+	}
+	// Only an approver (or a hand repair) moves this on: Stalled, so kstatus
+	// reads Failed and GitOps tools stop waiting (docs/gitops.md).
+	return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, ReasonDrift, msg}
+}
+
+// approvalInFlight: spec.approval names a plan the controller has not
+// executed yet, or whose apply it retries (a transient refusal).
+func approvalInFlight(spec *recoveryv1.ProjectionReconciliationSpec, o *recoveryv1.OutcomeSummary) bool {
+	if spec.Approval == nil {
+		return false
+	}
+	return o == nil || o.Operation != opApply || o.PlanID != spec.Approval.PlanID || transientResult(o.Result)
 }
 
 // stillRequested: the spec still asks for the refused operation.

@@ -97,6 +97,13 @@ func TestComputeStatus_VerifiedNeverRewindsUnlessTheCursorSaysSo(t *testing.T) {
 			}
 			for _, typ := range []string{recoveryv1.ConditionReady, recoveryv1.ConditionReconciling, recoveryv1.ConditionStalled} {
 				c := meta.FindStatusCondition(st.Conditions, typ)
+				if typ == recoveryv1.ConditionReady && tc.wantReason == recoveryv1.ReasonSuspended {
+					// Suspended asserts nothing about completeness: no Ready at all.
+					if c != nil {
+						t.Fatalf("suspended: Ready = %+v, want no Ready condition", c)
+					}
+					continue
+				}
 				if c == nil || c.Reason != tc.wantCondReason || c.ObservedGeneration != 2 || (c.Status == metav1.ConditionTrue) != (typ == tc.wantCond) {
 					t.Fatalf("condition %s = %+v, want True only for %q with reason %s", typ, c, tc.wantCond, tc.wantCondReason)
 				}

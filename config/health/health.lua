@@ -7,8 +7,9 @@
 --   yet or a status for an older generation -> Progressing; BLOCKED or any
 --   Stalled=True (auto-recovery off while behind, missing Secret or schema,
 --   duplicate scope, unusable spec) -> Degraded; spec.suspend -> Suspended.
---   ProjectionReconciliation: Ready -> Healthy; Stalled or drift found ->
---   Degraded; a run pending or retrying -> Progressing.
+--   ProjectionReconciliation: Ready -> Healthy; Stalled (drift waiting for
+--   an approver, a refused apply, no recovery) -> Degraded; a run pending or
+--   retrying, or an approved repair under way -> Progressing.
 local hs = {}
 
 local function condition(ctype)
@@ -81,8 +82,9 @@ if obj.kind == "ProjectionReconciliation" then
     hs.status = "Progressing"
     hs.message = reconciling.reason .. ": " .. (reconciling.message or "")
   elseif ready ~= nil then
-    -- Settled but not Ready: the last dry run found drift.
-    hs.status = "Degraded"
+    -- Drift found and an approved apply pending or retried: only Stalled
+    -- (drift waiting for an approver) is Degraded.
+    hs.status = "Progressing"
     hs.message = ready.reason .. ": " .. (ready.message or "")
   else
     hs.status = "Progressing"
