@@ -133,6 +133,9 @@ func TestGitOps_ReapplyingAnUnchangedResourceWritesNothing(t *testing.T) {
 
 	t.Run("the controller never writes spec", func(t *testing.T) {
 		for _, e := range after.ManagedFields {
+			t.Logf("managedFields: manager %q operation %s subresource %q", e.Manager, e.Operation, e.Subresource)
+		}
+		for _, e := range after.ManagedFields {
 			if e.Manager == gitopsApplyManager || e.Manager == gitopsUpdateManager {
 				continue
 			}
