@@ -22,8 +22,9 @@ package v1alpha1
 //   - Stalled=True      → kstatus Failed (blocked, or behind with auto-recovery
 //     off, or an unusable spec: needs an operator)
 //   - Ready=True with status.observedGeneration == metadata.generation → Current.
-//   - all three False (spec.suspend) → Current: settled, Ready=False says
-//     nothing is proven. docs/gitops.md has the whole table.
+//   - Ready=False alone → InProgress (kstatus' reading), so whatever waits on
+//     a human is Stalled; spec.suspend removes Ready → Current (settled).
+//     docs/gitops.md has the whole table.
 const (
 	// ConditionReady is True when the scope is proven complete through the
 	// observed boundary (state CURRENT) for the current generation.
@@ -51,7 +52,9 @@ const (
 	ReasonRetrying = "Retrying"
 	// ReasonBlocked: the last page was refused and needs operator review.
 	ReasonBlocked = "Blocked"
-	// ReasonSuspended: spec.suspend is true; no cycle runs.
+	// ReasonSuspended: spec.suspend is true; no cycle runs. Reconciling and
+	// Stalled are False and Ready is removed: nothing is asserted about
+	// completeness, and kstatus reads the resource as settled (Current).
 	ReasonSuspended = "Suspended"
 	// ReasonAutoRecoveryDisabled: the manager runs with auto-recovery off; the
 	// controller reports completeness read-only and writes nothing to SQL. A
