@@ -200,9 +200,13 @@ func (r *ProjectionRecoveryReconciler) publish(ctx context.Context, before, afte
 // redact removes credentials from a message: the DSN, its password, the
 // token. Errors from drivers may echo parts of a connection string; status,
 // events and logs must never carry them.
+//
+// Secrets shorter than minRedactable are left alone: replacing every "a" or
+// "db" would make any message unreadable, and a credential that short is not
+// protected by redaction anyway.
 func redact(msg string, sec resolvedSecrets) string {
 	for _, secret := range secretsIn(sec) {
-		if len(secret) >= 4 {
+		if len(secret) >= minRedactable {
 			msg = strings.ReplaceAll(msg, secret, "[redacted]")
 		}
 	}
@@ -224,9 +228,7 @@ func secretsIn(sec resolvedSecrets) []string {
 	return out
 }
 
-func truncate(s string) string {
-	if len(s) <= maxMessage {
-		return s
-	}
-	return s[:maxMessage-3] + "..."
-}
+// minRedactable is the shortest secret redact replaces.
+const minRedactable = 4
+
+func truncate(s string) string { return truncateTo(s, maxMessage) }

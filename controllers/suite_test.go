@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -75,9 +76,27 @@ var (
 const shardLabel = "test.recovery.projection.io/shard"
 
 func TestMain(m *testing.M) {
+	if fuzzing() {
+		// `make fuzz` runs one pure fuzz target (-run '^$' -fuzz X) in
+		// several worker processes: none needs the API server, PostgreSQL or
+		// a manager, and starting them per worker would only slow it down.
+		os.Exit(m.Run())
+	}
 	code := runSuite(m)
 	pgtest.Shutdown()
 	os.Exit(code)
+}
+
+// fuzzing reports whether this test binary runs a fuzz target (the
+// coordinator with -test.fuzz, or one of its workers).
+func fuzzing() bool {
+	flag.Parse()
+	for _, name := range []string{"test.fuzz", "test.fuzzworker"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" && f.Value.String() != "false" {
+			return true
+		}
+	}
+	return false
 }
 
 func runSuite(m *testing.M) int {
