@@ -28,6 +28,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -188,8 +190,15 @@ func FuzzRedact(f *testing.F) {
 			b.WriteString(dsn)
 		}
 		out := redact(b.String(), sec)
-		for _, secret := range []string{password, token, dsn} {
-			if len(secret) >= minRedactable && strings.Contains(out, secret) {
+		// The password is a secret when the driver would send it: the
+		// oracle is the driver's own parser, not redact's.
+		secrets := []string{token, dsn}
+		if cfg, err := pgconn.ParseConfig(dsn); err == nil && cfg.Password == password {
+			secrets = append(secrets, password)
+		}
+		for _, secret := range secrets {
+			// A "secret" made of the marker itself is not revealed by it.
+			if len(secret) >= minRedactable && !strings.Contains(secret, "[redacted]") && strings.Contains(out, secret) {
 				t.Fatalf("secret %q survived redaction: %q", secret, out)
 			}
 		}

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -224,6 +225,13 @@ func secretsIn(sec resolvedSecrets) []string {
 		if v, ok := strings.CutPrefix(field, "password="); ok {
 			out = append(out, strings.Trim(v, "'"))
 		}
+	}
+	// The password exactly as the driver reads it: key/value values may be
+	// quoted with escapes and spaces, URLs percent-encoded, and PGPASSWORD
+	// may supply it. The heuristics above still cover a DSN the driver
+	// refuses (its text can still reach a message).
+	if cfg, err := pgconn.ParseConfig(sec.dsn); err == nil && cfg.Password != "" {
+		out = append(out, cfg.Password, url.QueryEscape(cfg.Password), url.PathEscape(cfg.Password))
 	}
 	return out
 }
