@@ -171,27 +171,36 @@ func TestEnvtest_RandomSpecsAreRefusedOrReconciled(t *testing.T) {
 	}
 }
 
-// randomSpec picks every field from a pool of valid, boundary and hostile values.
+// randomSpec builds a spec field by field: each field takes a valid or
+// boundary value most of the time and a hostile one otherwise, so that a run
+// sees both specs the API server refuses and specs it admits.
 func randomSpec(rng *rand.Rand) map[string]any {
-	pick := func(vals ...any) any { return vals[rng.IntN(len(vals))] }
+	pick := func(good, bad []any) any {
+		if rng.IntN(8) == 0 {
+			return bad[rng.IntN(len(bad))]
+		}
+		return good[rng.IntN(len(good))]
+	}
+	l := func(vals ...any) []any { return vals }
 	spec := map[string]any{
-		"scope": pick("venue-r"+strconv.Itoa(rng.IntN(1000)), "a", strings.Repeat("z", 63), strings.Repeat("z", 64), "Upper", "-lead", "trail.", "ok.dot_us", ""),
-		"source": map[string]any{"url": pick("http://127.0.0.1:1", "https://member-0.exchange.svc:8443", "https://[::1]:1/base", "http://", "ftp://m",
-			"https://"+strings.Repeat("h", 2040), "https://"+strings.Repeat("h", 2100), "not a url", "")},
+		"scope": pick(l("venue-r"+strconv.Itoa(rng.IntN(100000)), "a"+strconv.Itoa(rng.IntN(100000)), "ok.dot_us-"+strconv.Itoa(rng.IntN(100000))),
+			l(strings.Repeat("z", 64), "Upper", "-lead", "trail.", "", "a b")),
+		"source": map[string]any{"url": pick(l("http://127.0.0.1:1", "https://member-0.exchange.svc:8443", "https://[::1]:1/base", "https://"+strings.Repeat("h", 2000)),
+			l("http://", "ftp://m", "https://"+strings.Repeat("h", 2100), "not a url", ""))},
 		"database": map[string]any{"dsnSecretRef": map[string]any{
-			"name": pick("db", "db", "missing", "Bad_Name", strings.Repeat("d", 254), ""),
-			"key":  pick("dsn", "dsn", "a/b", "", strings.Repeat("k", 253))}},
+			"name": pick(l("db", "missing", strings.Repeat("d", 253)), l("Bad_Name", strings.Repeat("d", 254), "")),
+			"key":  pick(l("dsn", "other.key", strings.Repeat("k", 253)), l("a/b", "", strings.Repeat("k", 254)))}},
 	}
 	optional := map[string]func() any{
-		"pageSize":      func() any { return pick(int64(1), int64(10000), int64(10001), int64(0), int64(-1), int64(1000)) },
-		"pagesPerCycle": func() any { return pick(int64(1), int64(1000), int64(1001), int64(0), int64(20)) },
-		"cycleTimeout":  func() any { return pick("1s", "10m", "999ms", "11m", "20s", "1h", "x") },
-		"interval":      func() any { return pick("1s", "24h", "25h", "500ms", "30s", "1.5s", "1h30m") },
-		"leaseDuration": func() any { return pick("5s", "10m", "4s", "30s", "11m", "2m") },
+		"pageSize":      func() any { return pick(l(int64(1), int64(10000), int64(1000)), l(int64(10001), int64(0), int64(-1))) },
+		"pagesPerCycle": func() any { return pick(l(int64(1), int64(1000), int64(20)), l(int64(1001), int64(0))) },
+		"cycleTimeout":  func() any { return pick(l("1s", "4s", "20s"), l("999ms", "11m", "x", "1y")) },
+		"interval":      func() any { return pick(l("1s", "24h", "30s", "1.5s", "1h30m"), l("25h", "500ms", "-1s")) },
+		"leaseDuration": func() any { return pick(l("5s", "10m", "30s", "2m"), l("4s", "11m", "")) },
 		"backoff": func() any {
-			return map[string]any{"base": pick("100ms", "1s", "10m", "99ms", "2m"), "cap": pick("1s", "1h", "5m", "2h", "500ms")}
+			return map[string]any{"base": pick(l("100ms", "1s"), l("99ms", "11m")), "cap": pick(l("1s", "1h", "5m"), l("2h", "500ms"))}
 		},
-		"suspend": func() any { return pick(true, false) },
+		"suspend": func() any { return pick(l(true, false), l("yes", 1)) },
 	}
 	for k, gen := range optional {
 		if rng.IntN(2) == 0 {
