@@ -84,6 +84,13 @@ test: control-plane fmt-check vet tidy-check verify-requirements verify-reconcil
 bench: control-plane ## Run the benchmarks once at full size (figures as ratios within one run).
 	PROJECTION_BENCH_EVENTS=$(BENCH_EVENTS) hack/postgres.sh run -- hack/bench.sh
 
+# How long `make fuzz` runs each fuzz target (go test -fuzztime).
+FUZZTIME ?= 1m
+
+.PHONY: fuzz
+fuzz: ## Run every Go fuzz target for FUZZTIME each (make fuzz FUZZTIME=5m); failing inputs land in testdata/fuzz.
+	FUZZTIME=$(FUZZTIME) hack/postgres.sh run -- hack/fuzz.sh
+
 ##@ Demo
 
 .PHONY: demo-smoke

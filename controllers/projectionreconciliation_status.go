@@ -20,8 +20,10 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -169,9 +171,16 @@ func reportSummary(rep *recon.Report) *recoveryv1.ReportSummary {
 func planSummary(p *recon.Plan, wouldSucceed bool) *recoveryv1.PlanSummary {
 	out := &recoveryv1.PlanSummary{PlanID: p.PlanID, Fingerprint: p.Fingerprint, Expires: ptrTime(p.Expires),
 		Actions: int32(len(p.Actions)), Manual: int32(len(p.Manual)), WouldSucceed: wouldSucceed}
-	for i, a := range p.Actions {
-		if i == maxActionIDs {
+	for _, a := range p.Actions {
+		if len(out.ActionIDs) == maxActionIDs {
 			break
+		}
+		// An id longer than the schema's bound cannot be listed (the whole
+		// status patch would be refused) nor named in spec.approval.only:
+		// it is left out here and applied only by an approval of the whole
+		// plan; Actions still counts it.
+		if len(a.ID) > maxIDLength {
+			continue
 		}
 		out.ActionIDs = append(out.ActionIDs, a.ID)
 	}
@@ -195,11 +204,21 @@ func fillApplyOutcome(out *recoveryv1.OutcomeSummary, o *recon.Outcome, err erro
 	out.Verified, out.StillDrifting, out.VerificationRan = int32(len(o.Verified)), int32(len(o.StillDrifting)), o.VerificationRan
 }
 
+// truncateTo bounds s to n bytes, cutting on a rune boundary: a cut inside
+// a multi-byte rune leaves invalid UTF-8, which the JSON encoder rewrites, so
+// the status read back would never DeepEqual the one computed and every
+// reconcile would write it again. Invalid input is made valid first for the
+// same reason.
 func truncateTo(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	cut := n - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // ReconciliationMetrics are the reconciliation controller's series.

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -200,9 +201,13 @@ func (r *ProjectionRecoveryReconciler) publish(ctx context.Context, before, afte
 // redact removes credentials from a message: the DSN, its password, the
 // token. Errors from drivers may echo parts of a connection string; status,
 // events and logs must never carry them.
+//
+// Secrets shorter than minRedactable are left alone: replacing every "a" or
+// "db" would make any message unreadable, and a credential that short is not
+// protected by redaction anyway.
 func redact(msg string, sec resolvedSecrets) string {
 	for _, secret := range secretsIn(sec) {
-		if len(secret) >= 4 {
+		if len(secret) >= minRedactable {
 			msg = strings.ReplaceAll(msg, secret, "[redacted]")
 		}
 	}
@@ -221,12 +226,17 @@ func secretsIn(sec resolvedSecrets) []string {
 			out = append(out, strings.Trim(v, "'"))
 		}
 	}
+	// The password exactly as the driver reads it: key/value values may be
+	// quoted with escapes and spaces, URLs percent-encoded, and PGPASSWORD
+	// may supply it. The heuristics above still cover a DSN the driver
+	// refuses (its text can still reach a message).
+	if cfg, err := pgconn.ParseConfig(sec.dsn); err == nil && cfg.Password != "" {
+		out = append(out, cfg.Password, url.QueryEscape(cfg.Password), url.PathEscape(cfg.Password))
+	}
 	return out
 }
 
-func truncate(s string) string {
-	if len(s) <= maxMessage {
-		return s
-	}
-	return s[:maxMessage-3] + "..."
-}
+// minRedactable is the shortest secret redact replaces.
+const minRedactable = 4
+
+func truncate(s string) string { return truncateTo(s, maxMessage) }

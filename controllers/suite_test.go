@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -28,6 +29,7 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
+	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,15 +77,34 @@ var (
 const shardLabel = "test.recovery.projection.io/shard"
 
 func TestMain(m *testing.M) {
+	if fuzzing() {
+		// `make fuzz` runs one pure fuzz target (-run '^$' -fuzz X) in
+		// several worker processes: none needs the API server, PostgreSQL or
+		// a manager, and starting them per worker would only slow it down.
+		os.Exit(m.Run())
+	}
 	code := runSuite(m)
 	pgtest.Shutdown()
 	os.Exit(code)
 }
 
+// fuzzing reports whether this test binary runs a fuzz target (the
+// coordinator with -test.fuzz, or one of its workers).
+func fuzzing() bool {
+	flag.Parse()
+	for _, name := range []string{"test.fuzz", "test.fuzzworker"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" && f.Value.String() != "false" {
+			return true
+		}
+	}
+	return false
+}
+
 func runSuite(m *testing.M) int {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(recoveryv1.AddToScheme(scheme))
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel()),
+		zap.RawZapOpts(uberzap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, capturedLogs.core()) }))))
 
 	var err error
 	testEnv, restCfg, err = testenv.Start()

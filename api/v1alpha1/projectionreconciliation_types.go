@@ -107,6 +107,7 @@ type ReconciliationApproval struct {
 	// Only restricts the apply to these action ids (status.plan lists them).
 	// +optional
 	// +kubebuilder:validation:MaxItems=200
+	// +kubebuilder:validation:items:MaxLength=512
 	// +listType=set
 	Only []string `json:"only,omitempty"`
 
@@ -236,6 +237,7 @@ type PlanSummary struct {
 	// Actions is the number of planned actions; ActionIDs lists at most 50.
 	Actions int32 `json:"actions"`
 	// +kubebuilder:validation:MaxItems=50
+	// +kubebuilder:validation:items:MaxLength=512
 	// +listType=atomic
 	ActionIDs []string `json:"actionIds,omitempty"`
 	// Manual is the number of findings the planner refused to touch.

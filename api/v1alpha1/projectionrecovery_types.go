@@ -188,6 +188,7 @@ type ProjectionRecoverySpec struct {
 // LeaseStatus mirrors the fenced lease row of the scope.
 type LeaseStatus struct {
 	// Owner is the identity holding the lease.
+	// +kubebuilder:validation:MaxLength=253
 	Owner string `json:"owner,omitempty"`
 	// Fence is incremented on every takeover; a replaced owner cannot commit.
 	Fence int64 `json:"fence,omitempty"`
@@ -217,14 +218,17 @@ type ProjectionRecoveryStatus struct {
 
 	// Reason is the stable code explaining State (a refusal code when RETRYING or BLOCKED).
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	Reason string `json:"reason,omitempty"`
 
-	// Message is a human-readable detail of Reason.
+	// Message is a human-readable detail of Reason (at most 1024 bytes).
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
 
 	// DescriptorHash is the member's projection descriptor the cursor is bound to.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	DescriptorHash string `json:"descriptorHash,omitempty"`
 
 	// VerifiedThroughSeq is the consensus sequence through which the projection is proven complete.
@@ -243,6 +247,7 @@ type ProjectionRecoveryStatus struct {
 
 	// ChainDigest is the output-chain digest through VerifiedThroughSeq.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	ChainDigest string `json:"chainDigest,omitempty"`
 
 	// EventCount is the number of verified events through VerifiedThroughSeq.

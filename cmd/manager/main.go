@@ -131,6 +131,11 @@ func parseFlags(args []string) (options, error) {
 	if o.showVersion {
 		return o, errVersion
 	}
+	// The owner id is shown in status.lease.owner, which the CRD bounds to
+	// 253 characters: a longer one would make every status patch fail.
+	if len(o.ownerID) > 253 {
+		return o, &usageError{fmt.Errorf("--owner-id must be at most 253 bytes, got %d", len(o.ownerID))}
+	}
 	if o.maxConcurrentReconciles < 1 {
 		return o, &usageError{fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.maxConcurrentReconciles)}
 	}
