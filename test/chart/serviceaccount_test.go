@@ -19,6 +19,7 @@ package chart
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"os"
@@ -33,6 +34,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -55,8 +57,9 @@ import (
 // PostgreSQL (the documented projection_recovery role) and a reference
 // member. It reconciles a ProjectionRecovery in sa-a to CURRENT, creates
 // the scheduled reconciliation (--reconcile-every) and writes its status,
-// never meets a Forbidden, and the same identity is refused a Secret in
-// sa-b, which it does not watch, while it may read the one in sa-a.
+// serves metrics behind the API server's authentication and authorization
+// (metrics.secure), never meets a Forbidden, and the same identity is refused
+// a Secret in sa-b, which it does not watch, while it may read the one in sa-a.
 func TestChart_ManagerAsItsServiceAccount(t *testing.T) {
 	cl := sharedCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -79,7 +82,7 @@ func TestChart_ManagerAsItsServiceAccount(t *testing.T) {
 	// another release in this shared control plane (the documented
 	// several-releases case); the manager's own rights are all here.
 	values := []string{"--set", "watchNamespaces={" + nsA + "}", "--set", "autoRecovery.enabled=true", "--set", "reconcileEvery=1m",
-		"--set", "userRoles.create=false", "--set", "approvalPolicy.create=false"}
+		"--set", "userRoles.create=false", "--set", "approvalPolicy.create=false", "--set", "metrics.secure=true"}
 	helm(t, append([]string{"install", release, chartDir(t), "--kubeconfig", cl.kubeconfig, "--namespace", sys}, values...)...)
 	args := deploymentArgs(t, decodeObjects(t, helm(t, "get", "manifest", release, "--kubeconfig", cl.kubeconfig, "--namespace", sys)))
 
@@ -167,7 +170,8 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 	}
 	// The chart's args; only the listeners move off the fixed ports (the
 	// flag package keeps the last value), since other processes share this host.
-	args = append(args, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--completeness-bind-address=0", "--dev=false")
+	metricsAddr := freeAddr(t)
+	args = append(args, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0", "--completeness-bind-address=0", "--dev=false")
 	mgr := exec.Command(bin, args...)
 	mgr.Env = append(os.Environ(), "KUBECONFIG="+saKubeconfig)
 	var logs syncBuffer
@@ -249,10 +253,85 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 			t.Errorf("the ServiceAccount may %s %s in %q; least privilege says no", ra.Verb, ra.Resource, ra.Namespace)
 		}
 	}
+	// metrics.secure: a scrape is authenticated and authorized by the API
+	// server (the manager's tokenreviews/subjectaccessreviews rights): no
+	// token 401, a token without the metrics-reader role 403, with it 200.
+	scraper := tokenFor(ctx, t, cs, cl, sys, "scraper")
+	if err := cl.c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "scraper"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: release + "-metrics-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sys, Name: "scraper"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		who   string
+		token string
+		want  int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"the manager's own token (not a metrics reader)", tr.Status.Token, http.StatusForbidden},
+		{"a ServiceAccount bound to <release>-metrics-reader", scraper, http.StatusOK},
+	} {
+		if got := scrape(ctx, t, metricsAddr, tc.token); got != tc.want {
+			t.Errorf("GET https://%s/metrics with %s: %d, want %d", metricsAddr, tc.who, got, tc.want)
+		}
+	}
+
 	// Every call the manager made was authorized: its rights suffice.
 	if l := strings.ToLower(logs.String()); strings.Contains(l, "forbidden") {
 		t.Fatalf("the manager met a Forbidden:\n%s", grepLines(logs.String(), "orbidden"))
 	}
+}
+
+// tokenFor creates ServiceAccount ns/name and returns a token for it.
+func tokenFor(ctx context.Context, t *testing.T, cs kubernetes.Interface, cl *cluster, ns, name string) string {
+	t.Helper()
+	if err := cl.c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// freeAddr is a loopback address with a port free at the time of the call.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// scrape GETs /metrics over HTTPS (the manager's certificate is self-signed)
+// with token as bearer, retrying while the server starts; it returns the
+// status code.
+func scrape(ctx context.Context, t *testing.T, addr, token string) int {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test server
+	var lastErr error
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	t.Fatalf("the metrics endpoint %s never answered: %v", addr, lastErr)
+	return 0
 }
 
 type buildError struct {
