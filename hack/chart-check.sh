@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Lints and renders the Helm chart and checks the safety defaults that
-# matter most: auto-recovery is off unless the auto-recovery-local profile
+# Lints (--strict) and renders the Helm chart (default, the profile, every
+# optional switch), checks that values.schema.json refuses typo'd, wrong-typed
+# and out-of-set values by name, that leader-election rights stay in the
+# release namespace and Secret rights in the watched ones, and checks the
+# safety defaults that matter most: auto-recovery is off unless the auto-recovery-local profile
 # turns it on (NFR-APR01), and the approval admission policy and the
 # view/edit/approver roles render by default, from byte-identical copies of
 # config/ (the manifests the envtest suite proves, TestEnvtest_ApprovalOnlyTheAPIServerGrants).
