@@ -46,7 +46,8 @@ const previousChart = "testdata/projection-recovery-917fd29.tgz"
 // runs it on an empty control plane: install the previous chart (its crds/
 // create the CRDs), store a ProjectionRecovery, apply the working tree's
 // CRDs with `kubectl apply --server-side --force-conflicts` (Helm never
-// upgrades crds/), then `helm upgrade` to the working tree chart. The
+// upgrades crds/), then `helm upgrade --reset-then-reuse-values` to the
+// working tree chart (the new keys take their defaults, the user's stay). The
 // resource survives, the CRDs are now owned by that apply (so the next one
 // updates them), and the upgraded templates are live: the manager's
 // ClusterRole lost the verbs it never used.
@@ -61,7 +62,8 @@ func TestChart_UpgradeFromPreviousChart(t *testing.T) {
 	const release, ns = "pr", "ops"
 	kc := []string{"--kubeconfig", cl.kubeconfig, "--namespace", ns}
 
-	helm(t, append([]string{"install", release, previousChart, "--create-namespace"}, kc...)...)
+	// A value the user set at install must survive the upgrade.
+	helm(t, append([]string{"install", release, previousChart, "--create-namespace", "--set", "logLevel=debug"}, kc...)...)
 	obj := &recoveryv1.ProjectionRecovery{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "venue-a"},
 		Spec: recoveryv1.ProjectionRecoverySpec{Scope: "venue-a", Source: recoveryv1.SourceSpec{URL: "http://member.trading.svc:8090"},
@@ -81,7 +83,7 @@ func TestChart_UpgradeFromPreviousChart(t *testing.T) {
 	if out, err := kubectl.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl apply --server-side the CRDs: %v\n%s", err, out)
 	}
-	helm(t, append([]string{"upgrade", release, chartDir(t)}, kc...)...)
+	helm(t, append([]string{"upgrade", release, chartDir(t), "--reset-then-reuse-values"}, kc...)...)
 
 	status := helm(t, append([]string{"status", release, "-o", "json"}, kc...)...)
 	if !strings.Contains(status, `"version":2`) || !strings.Contains(status, `"status":"deployed"`) {
@@ -119,8 +121,8 @@ func TestChart_UpgradeFromPreviousChart(t *testing.T) {
 	if err := cl.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pr-projection-recovery"}, &dep); err != nil {
 		t.Fatal(err)
 	}
-	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--metrics-secure=false") {
-		t.Fatalf("the Deployment was not upgraded: args %v", args)
+	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--metrics-secure=false") || !slices.Contains(args, "--log-level=debug") {
+		t.Fatalf("the Deployment was not upgraded with the new defaults and the user's logLevel=debug: args %v", args)
 	}
 }
 
