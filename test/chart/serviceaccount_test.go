@@ -55,7 +55,8 @@ import (
 // runs with the chart's own args and exactly the chart ServiceAccount's
 // identity (a TokenRequest token, no client certificate) against real
 // PostgreSQL (the documented projection_recovery role) and a reference
-// member. It reconciles a ProjectionRecovery in sa-a to CURRENT, creates
+// member. It wins leader election through the Lease in its own namespace,
+// reconciles a ProjectionRecovery in sa-a to CURRENT, creates
 // the scheduled reconciliation (--reconcile-every) and writes its status,
 // serves metrics behind the API server's authentication and authorization
 // (metrics.secure), never meets a Forbidden, and the same identity is refused
@@ -82,7 +83,8 @@ func TestChart_ManagerAsItsServiceAccount(t *testing.T) {
 	// another release in this shared control plane (the documented
 	// several-releases case); the manager's own rights are all here.
 	values := []string{"--set", "watchNamespaces={" + nsA + "}", "--set", "autoRecovery.enabled=true", "--set", "reconcileEvery=1m",
-		"--set", "userRoles.create=false", "--set", "approvalPolicy.create=false", "--set", "metrics.secure=true"}
+		"--set", "userRoles.create=false", "--set", "approvalPolicy.create=false", "--set", "metrics.secure=true",
+		"--set", "leaderElection.enabled=true"}
 	helm(t, append([]string{"install", release, chartDir(t), "--kubeconfig", cl.kubeconfig, "--namespace", sys}, values...)...)
 	args := deploymentArgs(t, decodeObjects(t, helm(t, "get", "manifest", release, "--kubeconfig", cl.kubeconfig, "--namespace", sys)))
 
@@ -216,6 +218,13 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 	}
 	if got.Status.VerifiedThroughSeq != mlog.Committed() {
 		t.Fatalf("CURRENT at verifiedThroughSeq %d, the member committed %d", got.Status.VerifiedThroughSeq, mlog.Committed())
+	}
+
+	// It led through the Lease in the release namespace (the only place the
+	// chart grants lease rights).
+	lease, err := cs.CoordinationV1().Leases(sys).Get(ctx, "projection-recovery.recovery.projection.io", metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		t.Fatalf("the leader-election Lease in %s: %v, %+v", sys, err, lease)
 	}
 
 	// The scheduled reconciliation: created (create on projectionreconciliations,
