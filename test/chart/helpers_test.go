@@ -61,6 +61,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	stopShared()
 	pgtest.Shutdown()
+	if helmHomeDir != "" {
+		_ = os.RemoveAll(helmHomeDir)
+	}
 	os.Exit(code)
 }
 
