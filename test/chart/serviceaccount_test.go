@@ -85,7 +85,12 @@ func TestChart_ManagerAsItsServiceAccount(t *testing.T) {
 	values := []string{"--set", "watchNamespaces={" + nsA + "}", "--set", "autoRecovery.enabled=true", "--set", "reconcileEvery=1m",
 		"--set", "userRoles.create=false", "--set", "approvalPolicy.create=false", "--set", "metrics.secure=true",
 		"--set", "leaderElection.enabled=true"}
-	helm(t, append([]string{"install", release, chartDir(t), "--kubeconfig", cl.kubeconfig, "--namespace", sys}, values...)...)
+	notes := helm(t, append([]string{"install", release, chartDir(t), "--kubeconfig", cl.kubeconfig, "--namespace", sys}, values...)...)
+	for _, want := range []string{"Auto-recovery: ON", "Watching: namespaces " + nsA + " (Secrets are read only there)", "kubectl apply --server-side --force-conflicts"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("the install's NOTES lack %q:\n%s", want, notes)
+		}
+	}
 	args := deploymentArgs(t, decodeObjects(t, helm(t, "get", "manifest", release, "--kubeconfig", cl.kubeconfig, "--namespace", sys)))
 
 	// Exactly the chart ServiceAccount's identity.
