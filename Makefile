@@ -78,7 +78,7 @@ control-plane: ## Build (once, cached) kube-apiserver, etcd and kubectl from sou
 
 .PHONY: test
 test: control-plane fmt-check vet tidy-check verify-requirements verify-reconciliation verify-generated chart-check demo-smoke ## Run every test tier against a real kube-apiserver and PostgreSQL.
-	hack/postgres.sh run -- hack/test.sh ./...  # -race over the concurrent packages (see hack/test.sh)
+	HELM=$(HELM) hack/postgres.sh run -- hack/test.sh ./...  # -race over the concurrent packages (see hack/test.sh); test/chart runs $(HELM)
 
 .PHONY: bench
 bench: control-plane ## Run the benchmarks once at full size (figures as ratios within one run).

@@ -72,9 +72,14 @@ type reconScope struct {
 	done     bool
 }
 
-// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionreconciliations,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionreconciliations/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;list;watch;patch
+// RBAC: exactly the verbs of this reconciler's calls. Its own kind: the
+// cache (get/list/watch) and status Update, never a write of the object;
+// the referenced recovery: an uncached get and touchRecovery's annotation
+// merge patch; subjectaccessreviews: sarPermission; secrets and events as the
+// recovery controller.
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionreconciliations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionreconciliations/status,verbs=update
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;patch
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

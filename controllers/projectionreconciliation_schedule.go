@@ -174,6 +174,11 @@ func controlledBy(obj *recoveryv1.ProjectionReconciliation, rec *recoveryv1.Proj
 	return c != nil && c.UID == rec.UID && c.Kind == recoveryKind
 }
 
+// RBAC: the scheduled reconciliation is created, updated (optimistic lock)
+// and deleted (preconditions) whole; finalizers update on the recovery: its
+// owner reference sets blockOwnerDeletion, which clusters running the
+// OwnerReferencesPermissionEnforcement admission plugin only allow to a
+// client that may update the owner's finalizers.
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionreconciliations,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;list;watch
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries/finalizers,verbs=update

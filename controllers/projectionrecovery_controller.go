@@ -93,9 +93,14 @@ type recoveryScope struct {
 // scope.done; an error aborts the reconcile and controller-runtime retries it.
 type phase func(ctx context.Context, s *recoveryScope) error
 
-// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries/finalizers,verbs=update
+// RBAC: exactly the verbs of this reconciler's calls. get/list/watch: the
+// cache (For, the scope-claim index); patch: the finalizer (a merge patch,
+// never an update); status update: writeStatus's optimistic-lock Update;
+// secrets get: reconcileSecrets, through the uncached API reader (no Secret
+// list or watch, so a namespaced Role per watched namespace suffices);
+// events: the events.k8s.io recorder creates and patches (series).
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries/status,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

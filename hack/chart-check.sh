@@ -1,17 +1,60 @@
 #!/usr/bin/env bash
-# Lints and renders the Helm chart and checks the safety defaults that
-# matter most: auto-recovery is off unless the auto-recovery-local profile
+# Lints (--strict) and renders the Helm chart (default, the profile, every
+# optional switch), checks that values.schema.json refuses typo'd, wrong-typed
+# and out-of-set values by name, that leader-election rights stay in the
+# release namespace and Secret rights in the watched ones, and checks the
+# safety defaults that matter most: auto-recovery is off unless the auto-recovery-local profile
 # turns it on (NFR-APR01), and the approval admission policy and the
 # view/edit/approver roles render by default, from byte-identical copies of
 # config/ (the manifests the envtest suite proves, TestEnvtest_ApprovalOnlyTheAPIServerGrants).
 set -euo pipefail
 helm="${HELM:?HELM must point at helm}"
 chart="$(cd "$(dirname "$0")/.." && pwd)/charts/projection-recovery"
-"${helm}" lint --strict "${chart}" >/dev/null
-default="$("${helm}" template ci "${chart}")"
-profile="$("${helm}" template ci "${chart}" -f "${chart}/values-auto-recovery-local.yaml")"
+# helm built with `go install` defaults to Kubernetes v1.20 for template and
+# lint; the chart's kubeVersion (>=1.30, CEL) refuses that, so name the version
+# the tests run against.
+kv=(--kube-version 1.37.0)
+"${helm}" lint --strict "${kv[@]}" "${chart}" >/dev/null
+"${helm}" lint --strict "${kv[@]}" "${chart}" -f "${chart}/values-auto-recovery-local.yaml" >/dev/null
+default="$("${helm}" template ci "${chart}" "${kv[@]}")"
+profile="$("${helm}" template ci "${chart}" "${kv[@]}" -f "${chart}/values-auto-recovery-local.yaml")"
+# Every switch renders (the server-side dry run of each is test/chart's).
+for set in leaderElection.enabled=true metrics.secure=true metrics.serviceMonitor.enabled=true networkPolicy.enabled=true \
+  dashboard.enabled=true 'watchNamespaces={ns-a,ns-b}' replicaCount=2 image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef; do
+  "${helm}" template ci "${chart}" "${kv[@]}" --set "${set}" >/dev/null || { echo "chart-check: --set ${set} does not render" >&2; exit 1; }
+done
+# values.schema.json refuses a typo'd key, a wrong type and a value outside
+# its enum, naming the offending value.
+refuse() {
+  local want="$1"; shift
+  local out
+  if out="$("${helm}" template ci "${chart}" "${kv[@]}" "$@" 2>&1)"; then
+    echo "chart-check: $* was accepted; values.schema.json must refuse it" >&2; exit 1
+  fi
+  grep -qF -- "${want}" <<<"${out}" || { echo "chart-check: $* was refused without naming ${want}:" >&2; echo "${out}" >&2; exit 1; }
+}
+refuse "'leaderElectoin' not allowed" --set leaderElectoin.enabled=true
+refuse "'enable' not allowed" --set autoRecovery.enable=true
+refuse "/replicaCount" --set replicaCount=two
+refuse "/logLevel" --set logLevel=verbose
+refuse "/image/pullPolicy" --set image.pullPolicy=Sometimes
+refuse "/watchNamespaces/0" --set 'watchNamespaces={Team_A}'
+refuse "/metrics/port" --set metrics.port=0
+# Leader-election rights live in the release namespace only, as a Role.
+le="$("${helm}" template ci "${chart}" "${kv[@]}" -n ops --set leaderElection.enabled=true)"
+grep -q -- '--leader-election-namespace=ops' <<<"${le}" || { echo "chart-check: leader election does not name the release namespace" >&2; exit 1; }
+grep -q 'coordination.k8s.io' <<<"$(awk '/^kind: ClusterRole$/,/^---/' <<<"${le}")" && { echo "chart-check: a ClusterRole grants leases" >&2; exit 1; }
+# With watchNamespaces no ClusterRole grants Secrets.
+ns="$("${helm}" template ci "${chart}" "${kv[@]}" --set 'watchNamespaces={ns-a}')"
+grep -q -- '- secrets' <<<"$(awk '/^kind: ClusterRole$/,/^---/' <<<"${ns}")" && { echo "chart-check: watchNamespaces set, yet a ClusterRole grants Secrets" >&2; exit 1; }
+grep -q -- '--watch-namespace=ns-a' <<<"${ns}" || { echo "chart-check: watchNamespaces does not reach --watch-namespace" >&2; exit 1; }
+cmp -s "$(dirname "$0")/../internal/store/sql/base.sql" "${chart}/files/base.sql" || { echo "chart-check: ${chart}/files/base.sql differs from internal/store/sql/base.sql: cp internal/store/sql/base.sql charts/projection-recovery/files/" >&2; exit 1; }
 grep -q -- '--enable-auto-recovery=false' <<<"${default}" || { echo "chart-check: default values do not render --enable-auto-recovery=false" >&2; exit 1; }
 grep -q -- '--enable-auto-recovery=true' <<<"${profile}" || { echo "chart-check: the auto-recovery-local profile does not enable auto-recovery" >&2; exit 1; }
+for want in 'kind: ProjectionRecovery$' 'command: \["/member"\]' 'args: \["migrate"' 'name: ci-projection-recovery-postgres$'; do
+  grep -q -- "${want}" <<<"${profile}" || { echo "chart-check: the auto-recovery-local profile does not render ${want}" >&2; exit 1; }
+done
+grep -q 'kind: ProjectionRecovery$' <<<"${default}" && { echo "chart-check: default values render the local environment" >&2; exit 1; }
 [[ -f "${chart}/crds/recovery.projection.io_projectionrecoveries.yaml" ]] || { echo "chart-check: the chart has no CRD" >&2; exit 1; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
 for f in config/rbac/projection_view_role.yaml config/rbac/projection_edit_role.yaml config/rbac/reconciliation_approver_role.yaml \
@@ -24,4 +67,4 @@ for want in 'kind: ValidatingAdmissionPolicy$' 'kind: ValidatingAdmissionPolicyB
 done
 # The binding must deny (not only warn or audit).
 [[ "$(grep -A1 'validationActions:' <<<"${default}")" == *"- Deny"* ]] || { echo "chart-check: the approval policy binding does not Deny" >&2; exit 1; }
-echo "chart-check: chart lints, renders, keeps auto-recovery off by default, and ships the approval policy and roles"
+echo "chart-check: chart lints, renders every switch and the profile, refuses bad values, keeps auto-recovery off by default, scopes leader-election and Secret rights, and ships the approval policy and roles"

@@ -38,12 +38,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
@@ -69,6 +71,8 @@ type options struct {
 	natsURL                 string
 	ownerID                 string
 	watchLabelSelector      string
+	watchNamespaces         []string
+	metricsSecure           bool
 	reconcileEvery          time.Duration
 	showVersion             bool
 }
@@ -99,6 +103,12 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server of the live feed. When set, a reconnect edge triggers a cycle for every scope (FR-APR10).")
 	fs.StringVar(&o.ownerID, "owner-id", "", "Lease owner identity of this manager (FR-APR08). Defaults to <hostname>-<random>; must differ between managers.")
 	fs.StringVar(&o.watchLabelSelector, "watch-label-selector", "", "Only reconcile ProjectionRecoveries matching this label selector (sharding scopes across managers).")
+	fs.Func("watch-namespace", "Comma-separated namespaces whose ProjectionRecoveries and ProjectionReconciliations this manager watches (and whose Secrets it reads). Empty (the default): every namespace, which needs cluster-wide Secret read.", func(v string) error {
+		ns, err := parseNamespaces(v)
+		o.watchNamespaces = ns
+		return err
+	})
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS behind controller-runtime's authentication and authorization filter: a scraper needs a token allowed to get the /metrics non-resource URL (TokenReview and SubjectAccessReview).")
 	fs.DurationVar(&o.reconcileEvery, "reconcile-every", 0, "Keep a ProjectionReconciliation <recovery>-scheduled (label "+controllers.LabelManagedBy+"="+controllers.ManagedBySchedule+", owned by its ProjectionRecovery) that dry-runs every scope this often and reports drift as DriftFound events and projection_reconciliation_drift_findings; it never applies. 0 (the default) is off and removes the ones an earlier run created. Between 1m and 168h.")
 	fs.BoolVar(&o.dev, "dev", false, "Human-readable console logs instead of JSON.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Minimum log level: debug, info, warn, error.")
@@ -244,7 +254,7 @@ func run(args []string) error {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "projection-recovery.recovery.projection.io",
@@ -325,7 +335,7 @@ func run(args []string) error {
 		return err
 	}
 
-	log.Info("starting manager", "version", versionString(), "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect, "reconcileEvery", o.reconcileEvery.String())
+	log.Info("starting manager", "version", versionString(), "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect, "watchNamespaces", o.watchNamespaces, "metricsSecure", o.metricsSecure, "reconcileEvery", o.reconcileEvery.String())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}
@@ -334,8 +344,56 @@ func run(args []string) error {
 
 func ptr[T any](v T) *T { return &v }
 
+// parseNamespaces splits the --watch-namespace list. Every entry must be a
+// namespace name (a DNS-1123 label) and appear once: a typo must stop the
+// manager, not leave a namespace silently unwatched.
+func parseNamespaces(v string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, ns := range strings.Split(v, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
+		}
+		if seen[ns] {
+			return nil, fmt.Errorf("namespace %q listed twice", ns)
+		}
+		seen[ns] = true
+		out = append(out, ns)
+	}
+	return out, nil
+}
+
+// metricsOptions serves plain HTTP by default. With --metrics-secure every
+// scrape is authenticated (TokenReview) and authorized (SubjectAccessReview on
+// the /metrics non-resource URL) by the API server; the manager then needs
+// create on tokenreviews and subjectaccessreviews, which the chart grants only
+// when metrics.secure is on. Without a certificate directory the server uses
+// a self-signed certificate.
+func metricsOptions(o options) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		opts.SecureServing = true
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return opts
+}
+
+// cacheOptions restricts the informers to --watch-namespace when it is set,
+// so that the manager neither lists nor watches objects elsewhere; Secrets are
+// never cached (they are read with the API reader, one get each), so the RBAC
+// for them can be a Role per watched namespace.
 func cacheOptions(o options) cache.Options {
 	opts := cache.Options{SyncPeriod: &o.syncPeriod}
+	if len(o.watchNamespaces) > 0 {
+		opts.DefaultNamespaces = make(map[string]cache.Config, len(o.watchNamespaces))
+		for _, ns := range o.watchNamespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
 	if o.watchLabelSelector != "" {
 		sel, _ := labels.Parse(o.watchLabelSelector) // validated in parseFlags
 		opts.ByObject = map[client.Object]cache.ByObject{&recoveryv1.ProjectionRecovery{}: {Label: sel}}

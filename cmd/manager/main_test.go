@@ -53,6 +53,8 @@ func TestParseFlags_DefaultsAndErrors(t *testing.T) {
 		"sync-period":               {"--sync-period=1s"},
 		"watch-label-selector":      {"--watch-label-selector=a=b=c"},
 		"reconcile-every":           {"--reconcile-every=30s"},
+		"watch-namespace":           {"--watch-namespace=team-a,Team_B"},
+		"listed twice":              {"--watch-namespace=team-a,team-a"},
 	}
 	for want, args := range cases {
 		t.Run(want, func(t *testing.T) {
@@ -63,6 +65,50 @@ func TestParseFlags_DefaultsAndErrors(t *testing.T) {
 	}
 	if _, err := newLogger(options{logLevel: "loud"}); err == nil {
 		t.Error("an unknown log level must be refused")
+	}
+}
+
+// TestWatchNamespace_RestrictsTheCache: --watch-namespace becomes the
+// cache's DefaultNamespaces (informers list and watch only there); without it
+// the cache is cluster-wide.
+func TestWatchNamespace_RestrictsTheCache(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unset is cluster-wide", nil, nil},
+		{"one namespace", []string{"--watch-namespace=team-a"}, []string{"team-a"}},
+		{"a list with blanks", []string{"--watch-namespace= team-a, ,team-b"}, []string{"team-a", "team-b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseFlags(tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := cacheOptions(o).DefaultNamespaces
+			if len(got) != len(tc.want) {
+				t.Fatalf("DefaultNamespaces = %v, want %v", got, tc.want)
+			}
+			for _, ns := range tc.want {
+				if _, ok := got[ns]; !ok {
+					t.Fatalf("DefaultNamespaces = %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestMetricsSecure_AddsTheAuthFilter: --metrics-secure serves HTTPS behind
+// the authentication/authorization filter; the default is plain HTTP.
+func TestMetricsSecure_AddsTheAuthFilter(t *testing.T) {
+	plain := metricsOptions(options{metricsAddr: ":8080"})
+	if plain.SecureServing || plain.FilterProvider != nil {
+		t.Fatalf("default metrics options %+v, want plain HTTP without a filter", plain)
+	}
+	secure := metricsOptions(options{metricsAddr: ":8443", metricsSecure: true})
+	if !secure.SecureServing || secure.FilterProvider == nil || secure.BindAddress != ":8443" {
+		t.Fatalf("--metrics-secure options %+v, want HTTPS with the authn/authz filter on :8443", secure)
 	}
 }
 
