@@ -80,6 +80,10 @@ test: control-plane fmt-check vet tidy-check verify-requirements verify-reconcil
 bench: control-plane ## Run the benchmarks once at full size (figures as ratios within one run).
 	PROJECTION_BENCH_EVENTS=$(BENCH_EVENTS) hack/postgres.sh run -- hack/bench.sh
 
+.PHONY: soak
+soak: ## Long seeded tests (hack/soak.sh): the page-path property test at 10,000 cases; every failure prints its seed.
+	hack/soak.sh
+
 ##@ Demo
 
 .PHONY: demo-smoke
