@@ -161,7 +161,7 @@ type propCase struct {
 	Reorder     float64  // probability that a delivery takes a random pending event instead of the oldest
 	Redeliver   float64  // probability that a delivered event is delivered again later
 	PageSize    int      // maxEvents asked for (smaller than a command: the refusal is checked and the page re-asked)
-	VarySize    bool     // each fetch draws its own size in 1..2*PageSize
+	VarySize    bool     // each fetch draws its own size in PageSize/2..2*PageSize
 	WStep       float64  // weight of "the member commits a command" in the schedule
 	WDeliver    float64  // weight of "the live projector receives an event"
 	WPage       float64  // weight of "recovery applies a page"
@@ -173,13 +173,13 @@ type propCase struct {
 // rates cover nothing lost, all lost and everything between; page sizes
 // cover 1 (then smaller than most commands: refused and re-asked), a few
 // events, any size, and more than the whole stream. A page size is at least
-// a tenth of the command count, so no case needs more than a few dozen
-// pages unless its sizes vary per fetch.
+// a sixth of the command count, so no case needs more than a few dozen
+// pages.
 func drawCase(seed uint64) propCase {
 	r := rand.New(rand.NewPCG(seed, 0x70726f70))
 	f := r.Float64()
 	c := propCase{
-		Commands: 20 + int(380*math.Pow(f, 6)),
+		Commands: 20 + int(380*math.Pow(f, 8)),
 		Accounts: 1 + r.IntN(8),
 		Openings: r.IntN(3) > 0,
 		WorkSeed: r.Uint64(),
@@ -205,13 +205,16 @@ func drawCase(seed uint64) propCase {
 	case 1:
 		c.PageSize = 2 + r.IntN(8)
 	case 2:
-		c.PageSize = 10_000 // larger than any stream here
+		c.PageSize = source.MaxPageEvents // the contract's largest, more than any stream here
 	default:
 		c.PageSize = 1 + r.IntN(200)
 	}
-	c.PageSize = max(c.PageSize, c.Commands/10)
+	c.PageSize = max(c.PageSize, c.Commands/6)
 	c.VarySize = r.IntN(4) == 0
-	c.WStep, c.WDeliver, c.WPage = r.Float64()+0.01, r.Float64()+0.01, r.Float64()+0.01
+	// A page is a transaction and the case's main cost; recovery at the head
+	// (a page after every command or two) still comes up whenever WPage
+	// draws near WStep.
+	c.WStep, c.WDeliver, c.WPage = r.Float64()+0.01, r.Float64()+0.01, r.Float64()/2+0.01
 	return c
 }
 
@@ -344,7 +347,7 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 			}
 			size := c.PageSize
 			if c.VarySize {
-				size = 1 + r.IntN(2*c.PageSize)
+				size = min(max(1, c.PageSize/2)+r.IntN(c.PageSize+c.PageSize/2+1), source.MaxPageEvents)
 			}
 			page, err := cl.Fetch(propCtx, cur.VerifiedThroughSeq, cur.ChainDigest, run.DescriptorHash, size)
 			var refusal *source.RefusalError
