@@ -10,6 +10,7 @@
 #   PROJECTION_PROPERTY_CASES     cases (default 10000; `make test` runs 200)
 #   PROJECTION_PROPERTY_RUN_SEED  replay a whole run (random by default)
 #   PROJECTION_PROPERTY_SEED      replay one case
+#   SOAK_PROPERTY_TIMEOUT         go test -timeout of the stage (default 120m)
 #
 # Usage: hack/soak.sh
 set -uo pipefail
@@ -23,7 +24,7 @@ log="bin/soak-property.log"
 echo "soak: stage 1, property: ${cases} cases of the page path (log: ${log})"
 start=$(date +%s)
 hack/postgres.sh run -- env PROJECTION_PROPERTY_CASES="${cases}" \
-	go test -count=1 -v -timeout 60m -run '^TestProperty_PagePathEqualsReplay$' ./internal/store/ >"${log}" 2>&1 || rc=1
+	go test -count=1 -v -timeout "${SOAK_PROPERTY_TIMEOUT:-120m}" -run '^TestProperty_PagePathEqualsReplay$' ./internal/store/ >"${log}" 2>&1 || rc=1
 grep -E 'property_test.go:[0-9]+: (run:|[0-9]+ cases in)|^--- (PASS|FAIL)|^(ok|FAIL|panic:)' "${log}" || true
 if [[ ${rc} -ne 0 ]]; then
 	echo "---- failing cases (replay each with the PROJECTION_PROPERTY_SEED its log shows) ----"

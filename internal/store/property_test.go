@@ -90,7 +90,6 @@ func TestProperty_PagePathEqualsReplay(t *testing.T) {
 				t.Parallel()
 				w := <-pool
 				defer func() { pool <- w }()
-				w.n++
 				scope := fmt.Sprintf("p%d", i)
 				c := drawCase(seed)
 				t.Logf("replay: %s=%d go test -run 'TestProperty_PagePathEqualsReplay' ./internal/store/; case %+v", envSeed, seed, c)
@@ -225,7 +224,6 @@ type propWorker struct {
 	s         *store.Store
 	trade     *pgxpool.Pool
 	tables    []string // every table with a scope column
-	n         int
 	neighbour *keptScope
 }
 
