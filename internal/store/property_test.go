@@ -92,7 +92,8 @@ func TestProperty_PagePathEqualsReplay(t *testing.T) {
 				defer func() { pool <- w }()
 				scope := fmt.Sprintf("p%d", i)
 				c := drawCase(seed)
-				t.Logf("replay: %s=%d go test -run 'TestProperty_PagePathEqualsReplay' ./internal/store/; case %+v", envSeed, seed, c)
+				t.Logf("replay: hack/postgres.sh run -- env %s=%d go test -count=1 -run '^TestProperty_PagePathEqualsReplay$' ./internal/store/; case %+v",
+					envSeed, seed, c)
 				src := runCase(t, w, scope, c)
 				if t.Failed() {
 					return
