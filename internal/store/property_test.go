@@ -65,8 +65,8 @@ var propCtx = context.Background()
 // member's contract handler and applied with Store.ApplyPage, the calls the
 // controller makes. Once trading stopped, every live event was delivered and
 // the cursor reached the member's boundary, every position, trade and order
-// row equals the independent replay of what the member emitted, no trade is
-// stored twice, the cursor is CURRENT at B and its chain digest, recomputed
+// row equals the independent replay of what the member emitted (and no page
+// ever rewound a current order row), no trade is stored twice, the cursor is CURRENT at B and its chain digest, recomputed
 // over the member's wire bytes, is the cursor's.
 //
 // Every case draws everything from one seed, logged with the line that
@@ -297,7 +297,8 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 	}
 
 	src := &storetest.Ledger{}
-	width := map[int64]int{} // events per command seq
+	width := map[int64]int{}            // events per command seq
+	orderVersions := map[string]int64{} // orders.version seen after the previous page
 	r := rand.New(rand.NewPCG(c.Schedule, 0x73636864))
 	var pending [][]byte // published, not yet received by the live projector
 	var pages, refusedSizes, delivered int
@@ -375,6 +376,9 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 			}
 			pages++
 			verified = res.VerifiedThroughSeq
+			// The final comparison cannot see a rewind a later page repairs:
+			// check after every page that no current order row went back.
+			noRewind(t, w, scope, orderVersions, page)
 			inPage += time.Since(began)
 		}
 	}
@@ -385,6 +389,31 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 		refusedSizes, inStep.Round(time.Millisecond), inApply.Round(time.Millisecond))
 	assertScope(t, w, scope, src)
 	return src
+}
+
+// noRewind fails the case if a current order row holds an older version
+// than it did after the previous page, and records the versions now held.
+func noRewind(t *testing.T, w *propWorker, scope string, seen map[string]int64, page *source.Page) {
+	t.Helper()
+	rows, err := w.s.Pool().Query(propCtx, `SELECT order_id, version FROM orders WHERE scope = $1`, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var v int64
+		if err := rows.Scan(&id, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v < seen[id] {
+			t.Errorf("page (%d, %d] rewound order %s from version %d to %d", page.AfterSeq, page.ThroughSeq, id, seen[id], v)
+		}
+		seen[id] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func weight(enabled bool, w float64) float64 {
