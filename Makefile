@@ -91,6 +91,10 @@ FUZZTIME ?= 1m
 fuzz: ## Run every Go fuzz target for FUZZTIME each (make fuzz FUZZTIME=5m); failing inputs land in testdata/fuzz.
 	FUZZTIME=$(FUZZTIME) hack/postgres.sh run -- hack/fuzz.sh
 
+.PHONY: soak
+soak: ## Long seeded tests (hack/soak.sh): the page-path property test at 10,000 cases; every failure prints its seed.
+	hack/soak.sh
+
 ##@ Demo
 
 .PHONY: demo-smoke
