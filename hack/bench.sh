@@ -12,6 +12,8 @@ echo "bench: store catch-up from genesis, ${events} events, against COPY"
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench CatchUpFromGenesis ./internal/store
 echo "bench: store re-verification after a cursor reset (same size)"
 go test "${flags[@]}" -bench ReverifyFromGenesis ./internal/store
+echo "bench: live projector at 2,000 events/s alone, then during a catch-up of ${events} events (issue 14)"
+PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench LiveDuringCatchUp ./internal/reference/live
 echo "bench: reconciliation dry read + detection of a clean scope, N and 4N = ${events} events (member over HTTP + PostgreSQL)"
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench Detect_CleanScope ./internal/reconstore
 echo "bench: controller (idle CURRENT scope; 100 scopes on one manager)"

@@ -24,72 +24,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/projection-recovery/projection-recovery/internal/chain"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
-	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )
-
-// streamSource serves consecutive pages of a seeded engine workload without
-// keeping the whole history in memory (1M+ events).
-type streamSource struct {
-	eng    *engine.Engine
-	w      *engine.Workload
-	seq    int64
-	digest string
-	carry  []source.Event // a command that did not fit the previous page
-	total  int
-}
-
-func newStreamSource(tb testing.TB, seed uint64) *streamSource {
-	instr := []string{"ACME", "BOLT", "CRUX", "DUNE"}
-	w, err := engine.NewWorkload(seed, engine.WorkloadConfig{Accounts: 50, Instruments: instr, Openings: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return &streamSource{eng: engine.New(engine.Descriptor{EngineID: "bench", Scope: "b", Instruments: instr}), w: w, digest: chain.Genesis}
-}
-
-// next returns the next page of whole commands, at most max events, stopping
-// once limit events have been served (the boundary is the last command).
-func (s *streamSource) next(tb testing.TB, max, limit int) *source.Page {
-	p := &source.Page{ProtocolVersion: 1, DescriptorHash: storetest.Descriptor, AfterSeq: s.seq, DigestAfter: s.digest}
-	evs := s.carry
-	s.carry = nil
-	for s.total+len(evs) < limit {
-		c := s.w.Next()
-		c.Seq = s.eng.LastSeq() + 1
-		out, err := s.eng.Apply(c)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if len(evs)+len(out) > max {
-			for _, o := range out {
-				s.carry = append(s.carry, source.Event{Seq: c.Seq, Wire: o.Wire})
-			}
-			p.ThroughSeq = c.Seq - 1
-			break
-		}
-		for _, o := range out {
-			evs = append(evs, source.Event{Seq: c.Seq, Wire: o.Wire})
-		}
-		p.ThroughSeq = c.Seq
-	}
-	if len(s.carry) == 0 && p.ThroughSeq == 0 {
-		p.ThroughSeq = s.eng.LastSeq()
-	}
-	for _, e := range evs {
-		s.digest = chain.Next(s.digest, e.Wire)
-	}
-	p.Events, p.DigestThrough, s.seq = evs, s.digest, p.ThroughSeq
-	s.total += len(evs)
-	p.BoundarySeq = p.ThroughSeq
-	if len(s.carry) > 0 {
-		p.BoundarySeq = s.eng.LastSeq()
-	}
-	return p
-}
 
 func benchEvents() int {
 	if v, err := strconv.Atoi(os.Getenv("PROJECTION_BENCH_EVENTS")); err == nil && v > 0 {
@@ -113,19 +51,7 @@ func catchUpRun(b *testing.B, n int) (*Store, time.Duration, int) {
 
 // sourcePages generates n events of the seeded stream as pages of the
 // contract's maximum size, before any clock starts.
-func sourcePages(b *testing.B, n int) []*source.Page {
-	src := newStreamSource(b, 42)
-	var pages []*source.Page
-	for total := 0; total < n; {
-		p := src.next(b, source.MaxPageEvents, n)
-		if len(p.Events) == 0 {
-			break
-		}
-		pages = append(pages, p)
-		total += len(p.Events)
-	}
-	return pages
-}
+func sourcePages(b *testing.B, n int) []*source.Page { return storetest.StreamPages(b, 42, n) }
 
 // BenchmarkReverifyFromGenesis: a complete projection of N events whose
 // cursor is reset (FR-APR07) is re-verified from genesis: every retained trade

@@ -1,0 +1,250 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package live_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/projection-recovery/projection-recovery/internal/reference/live"
+	"github.com/projection-recovery/projection-recovery/internal/source"
+	"github.com/projection-recovery/projection-recovery/internal/store"
+	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
+)
+
+// liveRate is the live projector's steady arrival rate (events/s) and
+// liveAlone how long it runs with no catch-up, for the baseline.
+const (
+	liveRate  = 2000
+	liveAlone = 5 * time.Second
+)
+
+// BenchmarkLiveDuringCatchUp (issue 14, docs/live-writes.md): the live
+// projector writes the scope at a steady liveRate, one event per transaction
+// under the projection write lock, exactly as live.Run does; each write's
+// latency runs from its scheduled arrival to its commit, so a stall counts
+// against every write queued behind it. It runs alone for liveAlone, then
+// during a catch-up of PROJECTION_BENCH_EVENTS events from genesis (pages of
+// 10,000 events, the contract's maximum) in the same scope. A second,
+// identical catch-up without live traffic gives the rate to compare with.
+//
+// The live events are newer than the catch-up's boundary (seqs beyond it, as
+// a live feed running while recovery catches up produces) and on accounts the
+// catch-up does not touch, so each side does exactly its own work and the
+// figures measure waiting for the lock, not extra R1 folding.
+//
+//	PROJECTION_BENCH_EVENTS=1000000 go test -run '^$' -bench LiveDuringCatchUp -benchtime 1x ./internal/reference/live
+func BenchmarkLiveDuringCatchUp(b *testing.B) {
+	n := 40_000 // `go test -bench` sized; `make bench` sets PROJECTION_BENCH_EVENTS=1000000
+	if v, err := strconv.Atoi(os.Getenv("PROJECTION_BENCH_EVENTS")); err == nil && v > 0 {
+		n = v
+	}
+	pages := storetest.StreamPages(b, 42, n)
+	for i := 0; i < b.N; i++ {
+		quiet := newEnv(b, storetest.Descriptor)
+		quietTook, events := benchCatchUp(b, quiet, pages)
+
+		e := newEnv(b, storetest.Descriptor)
+		gen := &liveGen{seq: 1 << 40}
+		alone := driveLive(b, e, gen, func(ctx context.Context) { sleepCtx(ctx, liveAlone) })
+		var busyTook time.Duration
+		during := driveLive(b, e, gen, func(context.Context) { busyTook, _ = benchCatchUp(b, e, pages) })
+
+		var liveTrades int
+		if err := e.s.Pool().QueryRow(ctxb, `SELECT count(*) FROM trades WHERE scope = 's' AND written_by = 'live'`).Scan(&liveTrades); err != nil {
+			b.Fatal(err)
+		}
+		if liveTrades != gen.trades {
+			b.Fatalf("live trades retained %d, written %d", liveTrades, gen.trades)
+		}
+		quietRate, busyRate := float64(events)/quietTook.Seconds(), float64(events)/busyTook.Seconds()
+		b.ReportMetric(float64(events), "events")
+		b.ReportMetric(ms(alone.pct(50)), "alone_p50_ms")
+		b.ReportMetric(ms(alone.pct(99)), "alone_p99_ms")
+		b.ReportMetric(ms(alone.max()), "alone_max_ms")
+		b.ReportMetric(ms(during.pct(50)), "during_p50_ms")
+		b.ReportMetric(ms(during.pct(99)), "during_p99_ms")
+		b.ReportMetric(ms(during.max()), "during_max_ms")
+		b.ReportMetric(float64(during.pct(99))/float64(alone.pct(99)), "p99_during/alone")
+		b.ReportMetric(quietRate, "catchup_events/s")
+		b.ReportMetric(busyRate, "catchup_live_events/s")
+		b.ReportMetric(busyRate/quietRate, "rate_live/quiet")
+		b.Logf("live alone: %d writes p50 %v p99 %v max %v", len(alone), alone.pct(50), alone.pct(99), alone.max())
+		b.Logf("live during catch-up: %d writes p50 %v p99 %v max %v", len(during), during.pct(50), during.pct(99), during.max())
+		b.Logf("catch-up of %d events: %v alone (%.0f events/s), %v with live traffic (%.0f events/s)",
+			events, quietTook, quietRate, busyTook, busyRate)
+	}
+}
+
+// benchCatchUp applies pages from genesis until CURRENT, preparing the next
+// page while the current one is applied, as a worker that fetches ahead does.
+func benchCatchUp(b *testing.B, e env, pages []*source.Page) (time.Duration, int) {
+	b.Helper()
+	type prep struct {
+		pp  *store.PreparedPage
+		err error
+	}
+	start := time.Now()
+	ahead := make(chan prep, 1)
+	go func() {
+		defer close(ahead)
+		for _, p := range pages {
+			pp, err := e.s.PreparePage(e.run, p)
+			ahead <- prep{pp, err}
+		}
+	}()
+	events := 0
+	var last store.PageResult
+	for pr := range ahead {
+		if pr.err != nil {
+			b.Fatal(pr.err)
+		}
+		res, err := e.s.ApplyPrepared(ctxb, e.l, e.run, pr.pp)
+		if err != nil {
+			b.Fatalf("page after %d: %v", res.AfterSeq, err)
+		}
+		events, last = events+res.Applied, res
+	}
+	took := time.Since(start)
+	if !last.Current() {
+		b.Fatalf("catch-up ended %+v, not CURRENT", last)
+	}
+	return took, events
+}
+
+// latencies are per-write latencies.
+type latencies []time.Duration
+
+func (l latencies) pct(p int) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return s[(len(s)-1)*p/100]
+}
+
+func (l latencies) max() time.Duration { return slices.Max(append(latencies{0}, l...)) }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// driveLive runs the live projector at liveRate while during runs, and
+// returns the latency of every write. The feed delivers the i-th event at
+// start + i/liveRate; the projector consumes it the way live.Run does (one
+// ApplyBatch of whatever has queued, in arrival order), and each event's
+// latency runs from its delivery to the commit that wrote it, so the writes
+// that queue behind a wait are charged for it too.
+func driveLive(b *testing.B, e env, gen *liveGen, during func(ctx context.Context)) latencies {
+	b.Helper()
+	type arrival struct {
+		ev  wire.Event
+		due time.Time
+	}
+	ctx, cancel := context.WithCancel(ctxb)
+	feed := make(chan arrival, 1<<16)
+	go func() {
+		defer close(feed)
+		interval := time.Second / liveRate
+		start := time.Now()
+		for i := 0; ctx.Err() == nil; i++ {
+			due := start.Add(time.Duration(i) * interval)
+			sleepCtx(ctx, time.Until(due))
+			feed <- arrival{gen.next(), due}
+		}
+	}()
+	done := make(chan latencies)
+	go func() {
+		var lat latencies
+		for a := range feed {
+			batch := []arrival{a}
+		drain:
+			for len(batch) < 256 {
+				select {
+				case a, ok := <-feed:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, a)
+				default:
+					break drain
+				}
+			}
+			evs := make([]wire.Event, len(batch))
+			for i, a := range batch {
+				evs[i] = a.ev
+			}
+			if err := live.ApplyBatch(ctxb, e.trade, "s", evs); err != nil {
+				b.Error(err)
+			}
+			now := time.Now()
+			for _, a := range batch {
+				lat = append(lat, now.Sub(a.due))
+			}
+		}
+		done <- lat
+	}()
+	during(ctx)
+	cancel()
+	return <-done
+}
+
+// liveGen makes the live feed: per trade, both order versions then the
+// trade, on 20 accounts and an instrument the catch-up workload never
+// trades, at seqs beyond any catch-up boundary.
+type liveGen struct {
+	seq    int64
+	i      int
+	trades int
+}
+
+func (g *liveGen) next() wire.Event {
+	g.i++
+	g.seq++
+	n := g.i / 3
+	buy, sell := fmt.Sprintf("L%02d", n%20), fmt.Sprintf("L%02d", (n+7)%20)
+	ts := time.Unix(1_800_000_000, int64(g.i)).UTC()
+	px, qty := decimal.NewFromInt(100+int64(n%17)), decimal.NewFromInt(1+int64(n%5))
+	switch g.i % 3 {
+	case 1, 2:
+		side, acct := wire.SideBuy, buy
+		if g.i%3 == 2 {
+			side, acct = wire.SideSell, sell
+		}
+		return wire.Event{Type: wire.TypeOrder, Order: &wire.Order{OrderID: fmt.Sprintf("lo-%d-%d", n, g.i%3), Version: 1, Seq: g.seq,
+			Account: acct, Instrument: "LIVE", Side: side, Price: px, Quantity: qty, Remaining: decimal.Zero, Status: wire.StatusFilled, TS: ts}}
+	default:
+		g.trades++
+		return wire.Event{Type: wire.TypeTrade, Trade: &wire.Trade{TradeID: fmt.Sprintf("lt-%d", n), TradeSeq: int64(n), Seq: g.seq,
+			Instrument: "LIVE", Price: px, Quantity: qty, BuyOrderID: fmt.Sprintf("lo-%d-1", n), SellOrderID: fmt.Sprintf("lo-%d-2", n),
+			BuyAccount: buy, SellAccount: sell, TS: ts}}
+	}
+}
