@@ -112,9 +112,14 @@ func (s *Store) EnsureBaseSchema(ctx context.Context) error {
 // never interleave (FR-APR06); without it a live trade could land between a
 // page's checks and its position re-derivation and be double counted or lost.
 func WriteLock(ctx context.Context, tx pgx.Tx, scope string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('projection:' || $1::text, 0))`, scope)
+	_, err := tx.Exec(ctx, WriteLockSQL, scope)
 	return dbErr("store: projection write lock", err)
 }
+
+// WriteLockSQL is WriteLock's statement ($1 is the scope), for a writer that
+// pipelines it with its writes (live.ApplyBatch); it must be the first
+// statement of the transaction that touches the scope's projection.
+const WriteLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('projection:' || $1::text, 0))`
 
 // refuse and dbErr are the store's spellings of codes.Newf and codes.Database.
 func refuse(c codes.Code, format string, args ...any) *codes.Refusal {
