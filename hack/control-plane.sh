@@ -93,8 +93,19 @@ GO
 }
 
 if ! have; then
-  [[ -x "${cache}/etcd" ]] || build_etcd
-  [[ -x "${cache}/kube-apiserver" && -x "${cache}/kubectl" ]] || build_kube
+  # One build at a time per cache: checkouts that call this at once (several
+  # worktrees, CI jobs sharing a runner) would each build the control plane
+  # from source, multiplying a ~10-minute build on 2 cores. The second waits
+  # for the lock, then finds the binaries and only links them.
+  mkdir -p "$(dirname "${cache}")"
+  exec 9>"${cache}.lock"
+  if command -v flock >/dev/null 2>&1; then
+    flock 9
+  fi
+  if ! have; then
+    [[ -x "${cache}/etcd" ]] || build_etcd
+    [[ -x "${cache}/kube-apiserver" && -x "${cache}/kubectl" ]] || build_kube
+  fi
 fi
 
 mkdir -p "${assets}"
