@@ -203,7 +203,7 @@ func drawCase(seed uint64) propCase {
 	case 0:
 		// Every command with events is refused and re-asked: one page per
 		// command, so these workloads stay short.
-		c.PageSize, c.Commands = 1, min(c.Commands, 60)
+		c.PageSize, c.Commands = 1, min(c.Commands, 30)
 	case 1:
 		c.PageSize = 2 + r.IntN(8)
 	case 2:
