@@ -207,7 +207,10 @@ func FuzzRedact(f *testing.F) {
 				t.Fatalf("secret %q survived redaction: %q", secret, out)
 			}
 		}
-		if again := redact(out, sec); again != out {
+		// Idempotent, unless a secret is itself a piece of the marker (then
+		// a second pass redacts inside the first one's markers).
+		markerPiece := func(x string) bool { return len(x) >= minRedactable && strings.Contains("[redacted]", x) }
+		if again := redact(out, sec); again != out && !markerPiece(token) && !markerPiece(password) && !markerPiece(dsn) {
 			t.Fatalf("redact is not idempotent:\nonce  %q\ntwice %q", out, again)
 		}
 	})
