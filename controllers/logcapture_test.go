@@ -17,12 +17,12 @@ limitations under the License.
 package controllers
 
 import (
-	"bytes"
-	"sync"
 	"sync/atomic"
 
 	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
 // capturedLogs records every log line of the test binary, at debug level,
@@ -32,15 +32,10 @@ var capturedLogs = &logCapture{}
 
 type logCapture struct {
 	on  atomic.Bool
-	mu  sync.Mutex
-	buf bytes.Buffer
+	buf testenv.SyncBuffer
 }
 
-func (l *logCapture) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+func (l *logCapture) Write(p []byte) (int, error) { return l.buf.Write(p) }
 
 func (l *logCapture) Sync() error { return nil }
 
@@ -57,15 +52,11 @@ func (l *logCapture) core() zapcore.Core {
 // start clears the capture and switches it on; stop switches it off and
 // returns what was logged in between.
 func (l *logCapture) start() {
-	l.mu.Lock()
 	l.buf.Reset()
-	l.mu.Unlock()
 	l.on.Store(true)
 }
 
 func (l *logCapture) stop() string {
 	l.on.Store(false)
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	return l.buf.String()
 }

@@ -410,7 +410,7 @@ func TestEnvtest_PluginStatusWatch(t *testing.T) {
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testenv.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(wctx, []string{"--kubeconfig", kc, "--namespace", ns, "status", "--watch", "--interval", "200ms"},
@@ -455,22 +455,4 @@ func lastFrame(s string) string {
 		return ""
 	}
 	return s[i:]
-}
-
-// syncBuffer is a bytes.Buffer safe for the watch goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

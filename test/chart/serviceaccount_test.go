@@ -17,7 +17,6 @@ limitations under the License.
 package chart
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"net"
@@ -26,7 +25,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,6 +46,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 	"github.com/projection-recovery/projection-recovery/internal/store"
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
 // TestChart_ManagerAsItsServiceAccount is the least-privilege proof: the
@@ -181,7 +180,7 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 	args = append(args, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0", "--completeness-bind-address=0", "--dev=false")
 	mgr := exec.Command(bin, args...)
 	mgr.Env = append(os.Environ(), "KUBECONFIG="+saKubeconfig)
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	mgr.Stdout, mgr.Stderr = &logs, &logs
 	if err := mgr.Start(); err != nil {
 		t.Fatal(err)
@@ -354,24 +353,6 @@ type buildError struct {
 }
 
 func (e *buildError) Error() string { return "go build ./cmd/manager: " + e.err.Error() + "\n" + e.out }
-
-// syncBuffer collects a child's stdout and stderr from two goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func grepLines(s, sub string) string {
 	var out []string
