@@ -31,7 +31,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainLeakChecked(m) }
 
 // secret is a password the tests put in DSNs; the server trusts loopback and
 // ignores it, so it must only never appear in any output.

@@ -31,7 +31,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainLeakChecked(m) }
 
 // R2 at-least-once: committed outbox rows are published in order by Run when
 // kicked, each with its Nats-Msg-Id, then marked sent and never re-published.

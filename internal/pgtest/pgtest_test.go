@@ -23,7 +23,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainLeakChecked(m) }
 
 // Each test gets its own database: a table created in one is absent in another.
 func TestIsolatedDatabases(t *testing.T) {

@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(envMemberDir); dir != "" {
 		os.Exit(serveMemberProcess(dir)) // the re-executed binary is a member, not a test run
 	}
-	pgtest.Main(m)
+	pgtest.MainLeakChecked(m)
 }
 
 var ctxb = context.Background()

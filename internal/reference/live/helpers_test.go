@@ -33,7 +33,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainLeakChecked(m) }
 
 var ctxb = context.Background()
 

@@ -410,7 +410,13 @@ func TestMember_BadRequestParameters(t *testing.T) {
 	if f.h.Stats().GenesisReplays != 0 {
 		t.Fatal("a bad request replayed")
 	}
-	resp, _ := http.Post(f.srv.URL+source.CatchupPath+"?afterSeq=0&maxEvents=5", "text/plain", nil)
+	resp, err := http.Post(f.srv.URL+source.CatchupPath+"?afterSeq=0&maxEvents=5", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An unread, unclosed body keeps the client's connection goroutines
+	// waiting for it forever (goleak in TestMain reports them).
+	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("POST: %d", resp.StatusCode)
 	}
