@@ -66,6 +66,7 @@ func BenchmarkIdleCurrentScope(b *testing.B) {
 	r := &ProjectionRecoveryReconciler{Client: scopeIndexedClient{k8sClient}, APIReader: k8sClient, AutoRecovery: true, Owner: "bench-idle",
 		Connections: &Connections{Tracer: stmts}, Registry: completeness.NewRegistry(nil), Metrics: metrics}
 	r.Clock = clock.RealClock{}
+	b.Cleanup(func() { releaseAll(b, r.Connections, "bench-idle") })
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)}
 	for i := 0; i < 1000; i++ {
 		if _, err := r.Reconcile(context.Background(), req); err != nil {

@@ -80,6 +80,13 @@ type Connections struct {
 	// which client, so that one nobody uses any more is closed instead of
 	// holding connections for the life of the manager.
 	poolUsers, clientUsers users
+	// closed is set once the manager's shutdown closed every pool
+	// (ReleaseAll, Close). Shutdown runs concurrently with the workers'
+	// last reconciles, so without it a reconcile still in flight could
+	// open a pool after the close, and nobody would ever close that one:
+	// its connections and its health-check goroutine would outlive the
+	// manager.
+	closed bool
 }
 
 // pooledStore is one shared pool and whether its schema step succeeded.
@@ -172,6 +179,9 @@ func (c *Connections) Store(ctx context.Context, resource, dsn string) (*store.S
 func (c *Connections) pool(ctx context.Context, resource, key, dsn string) (*pooledStore, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return nil, codes.Newf(codes.DatabaseUnavailable, "the manager is shutting down: its database pools are closed")
+	}
 	if unused := c.poolUsers.use(resource, key); unused != "" {
 		c.closeStore(unused)
 	}
@@ -364,13 +374,14 @@ func newSharedClient(spec *recoveryv1.SourceSpec, sec resolvedSecrets, serverNam
 }
 
 // ReleaseAll expires every lease owner holds in every database this manager
-// has used, then closes the pools (FR-APR10: shutdown releases the lease, so
-// another manager takes over at once instead of after a lease duration).
+// has used, then closes everything as Close does (FR-APR10: shutdown releases
+// the lease, so another manager takes over at once instead of after a lease
+// duration).
 func (c *Connections) ReleaseAll(ctx context.Context, owner string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
-	for key, p := range c.stores {
+	for _, p := range c.stores {
 		// A pool whose schema step never succeeded holds no lease of ours
 		// (no page, no lease statement ran through it); asking would only
 		// fail on a missing table or an unreachable database.
@@ -379,10 +390,31 @@ func (c *Connections) ReleaseAll(ctx context.Context, owner string) error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	c.closeAll()
+	return errors.Join(errs...)
+}
+
+// Close closes every pool (stopping its outbox publisher) and every source
+// client's idle connections, and from then on refuses to open a pool: for
+// a manager's shutdown where no lease is held (the reconciliation
+// controller's connections). Nothing this manager opened may outlive it.
+func (c *Connections) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeAll()
+}
+
+// closeAll is Close; callers hold c.mu.
+func (c *Connections) closeAll() {
+	for key := range c.stores {
 		c.closeStore(key)
 	}
-	c.poolUsers = users{}
-	return errors.Join(errs...)
+	for key := range c.clients {
+		c.closeClient(key)
+	}
+	c.poolUsers, c.clientUsers = users{}, users{}
+	c.closed = true
 }
 
 // invalidSpecError is a spec the API server accepted but that cannot be used.

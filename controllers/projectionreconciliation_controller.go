@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
@@ -196,6 +197,18 @@ func (r *ProjectionReconciliationReconciler) SetupWithManager(mgr ctrl.Manager) 
 	}
 	if r.Metrics == nil {
 		r.Metrics = NewReconciliationMetrics(nil)
+	}
+	// Shutdown closes this controller's pools and clients: it holds no
+	// lease to release, but a pool left open keeps its connections and its
+	// health-check goroutine for as long as the process lives, which for a
+	// manager embedded in a longer-lived process (the envtest suite) is
+	// after the manager stopped.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		r.Connections.Close()
+		return nil
+	})); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Status writes do not re-trigger: spec changes (generation) and the

@@ -44,10 +44,26 @@ import (
 
 const directShard = "direct" // no manager watches this shard
 
-func directReconciler(owner string) *ProjectionRecoveryReconciler {
-	return &ProjectionRecoveryReconciler{Client: scopeIndexedClient{k8sClient}, APIReader: k8sClient, AutoRecovery: true, Owner: owner,
+// directReconciler is a reconciler no manager runs, so no manager's shutdown
+// closes its connections either: the test's cleanup releases its leases and
+// closes the pools it opened (before the fixture's database is dropped, whose
+// cleanup was registered first).
+func directReconciler(t testing.TB, owner string) *ProjectionRecoveryReconciler {
+	r := &ProjectionRecoveryReconciler{Client: scopeIndexedClient{k8sClient}, APIReader: k8sClient, AutoRecovery: true, Owner: owner,
 		Clock: clock.RealClock{}, Connections: &Connections{}, Registry: completeness.NewRegistry(nil),
 		Metrics: NewMetrics(prometheus.NewRegistry())}
+	t.Cleanup(func() { releaseAll(t, r.Connections, owner) })
+	return r
+}
+
+// releaseAll is the manager's shutdown step for connections a test drives
+// without a manager.
+func releaseAll(t testing.TB, c *Connections, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.ReleaseAll(ctx, owner); err != nil {
+		t.Errorf("releasing %s's leases: %v", owner, err)
+	}
 }
 
 // scopeIndexedClient serves the manager cache's spec.scope field index
@@ -134,7 +150,7 @@ func TestReconcile_CancelledCycleWritesNoStatus(t *testing.T) {
 	obj := f.recovery(ns, "cancelled", map[string]string{shardLabel: directShard}, func(s *recoveryv1.ProjectionRecoverySpec) {
 		s.PageSize = 10000
 	})
-	r := directReconciler("cancelled")
+	r := directReconciler(t, "cancelled")
 	logs := &logLines{}
 	ctx := logs.ctx()
 	got := reconcileUntil(t, ctx, r, obj, recoveryv1.StateCurrent)
@@ -188,7 +204,7 @@ func TestReconcile_PhaseErrorKeepsStatusAndDoesNotRequeue(t *testing.T) {
 	obj := f.recovery(ns, "phaseerr", map[string]string{shardLabel: directShard}, func(s *recoveryv1.ProjectionRecoverySpec) {
 		s.PageSize = 10000
 	})
-	r := directReconciler("phaseerr")
+	r := directReconciler(t, "phaseerr")
 	got := reconcileUntil(t, context.Background(), r, obj, recoveryv1.StateCurrent)
 
 	orig := got.DeepCopy()
@@ -232,7 +248,7 @@ func TestReconcile_StatusWriteIsOptimisticallyLocked(t *testing.T) {
 	obj := f.recovery(ns, "locked", map[string]string{shardLabel: directShard}, func(s *recoveryv1.ProjectionRecoverySpec) {
 		s.PageSize = 10000
 	})
-	r := directReconciler("locked")
+	r := directReconciler(t, "locked")
 	got := reconcileUntil(t, context.Background(), r, obj, recoveryv1.StateCurrent)
 
 	stale := got.DeepCopy()

@@ -85,7 +85,7 @@ func TestMain(m *testing.M) {
 	}
 	code := runSuite(m)
 	pgtest.Shutdown()
-	os.Exit(code)
+	os.Exit(pgtest.LeakCheck(code))
 }
 
 // fuzzing reports whether this test binary runs a fuzz target (the
