@@ -18,6 +18,7 @@ package pgtest
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"testing"
 
@@ -50,11 +51,15 @@ func MainLeakChecked(m *testing.M, opts ...goleak.Option) {
 // MainLeakChecked. goleak.Find retries for a short while, so goroutines
 // already told to stop (a closed pool's health checker) may finish first.
 func LeakCheck(code int, opts ...goleak.Option) int {
+	return leakCheck(os.Stderr, code, opts...)
+}
+
+func leakCheck(report io.Writer, code int, opts ...goleak.Option) int {
 	if code != 0 {
 		return code
 	}
 	if err := goleak.Find(opts...); err != nil {
-		fmt.Fprintf(os.Stderr, "goleak: goroutines still running after every test passed: %v\n", err)
+		fmt.Fprintf(report, "goleak: goroutines still running after every test passed: %v\n", err)
 		return 1
 	}
 	return 0
