@@ -301,3 +301,45 @@ func TestConnections_UnreachableDatabaseIsUnavailable(t *testing.T) {
 		t.Fatalf("unparsable DSN: %v", err)
 	}
 }
+
+// TestConnections_NothingOpensAfterShutdown: the manager's shutdown (Close;
+// ReleaseAll for the recovery controller) closes every pool and every
+// client's idle connection, and a reconcile still in flight afterwards is
+// refused a pool (DATABASE_UNAVAILABLE) instead of opening one that nobody
+// would close.
+func TestConnections_NothingOpensAfterShutdown(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		shutdown func(*Connections) error
+	}{
+		{"Close", func(c *Connections) error { c.Close(); return nil }},
+		{"ReleaseAll", func(c *Connections) error { return c.ReleaseAll(context.Background(), "nobody") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dsn := pgtest.NewDSN(t)
+			spec, sec, open := memberWithConnCount(t)
+			c := &Connections{ApplySchema: true} // a fresh database: the schema step creates recovery's tables
+			st, err := c.Store(ctx, "ns/one", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fetchOnce(t, c, "ns/one", spec, sec)
+			waitOpen(t, open, 1, "one client in use")
+
+			if err := tc.shutdown(c); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Pool().Ping(ctx); err == nil {
+				t.Fatal("the pool is still open after shutdown")
+			}
+			waitOpen(t, open, 0, "the client's idle connection closed at shutdown")
+			if _, err := c.Store(ctx, "ns/one", dsn); codes.Of(err) != codes.DatabaseUnavailable {
+				t.Fatalf("Store after shutdown: %v, want DATABASE_UNAVAILABLE", err)
+			}
+			if len(c.stores) != 0 {
+				t.Fatalf("%d pools open after shutdown", len(c.stores))
+			}
+		})
+	}
+}
