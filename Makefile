@@ -92,7 +92,7 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each (make fuzz FUZZTIME=5m); fai
 	FUZZTIME=$(FUZZTIME) hack/postgres.sh run -- hack/fuzz.sh
 
 .PHONY: soak
-soak: ## Long seeded tests (hack/soak.sh): the page-path property test at 10,000 cases; every failure prints its seed.
+soak: control-plane ## Long seeded tests (hack/soak.sh): 1,000 fault schedules against real processes, then the page-path property test at 10,000 cases; every failure prints its seed.
 	hack/soak.sh
 
 ##@ Demo

@@ -272,8 +272,10 @@ func run(args []string) error {
 	if owner == "" {
 		owner = defaultOwner()
 	}
-	registry := completeness.NewRegistry(time.Now)
+	clk := managerClock()
+	registry := completeness.NewRegistry(clk.Now)
 	rec := &controllers.ProjectionRecoveryReconciler{
+		Clock:                   clk,
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder("projection-recovery"),
@@ -303,6 +305,7 @@ func run(args []string) error {
 	// rollbacks. Its own pools: it never creates recovery's schema and runs
 	// no outbox publisher.
 	if err := (&controllers.ProjectionReconciliationReconciler{
+		Clock:       clk,
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("projection-reconciliation"),

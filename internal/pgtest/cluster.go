@@ -155,6 +155,18 @@ func (c *Cluster) startGuard() {
 	}
 }
 
+// Restart stops the server in immediate mode (no shutdown checkpoint, every
+// backend killed: what a crash looks like to its clients) and starts it again
+// on the same port with the same options, recovering from its WAL.
+func (c *Cluster) Restart() error {
+	data := filepath.Join(c.Dir, "data")
+	cmd := c.command("pg_ctl", "-D", data, "-l", filepath.Join(c.Dir, "server.log"), "-m", "immediate", "-w", "-t", "60", "restart")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl restart: %w\n%s", err, out)
+	}
+	return nil
+}
+
 // Stop stops the server and removes its directory.
 func (c *Cluster) Stop() {
 	if c.guard != nil && c.guard.Process != nil {

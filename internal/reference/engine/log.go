@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // The command log lives in one directory:
@@ -68,6 +69,8 @@ type Log struct {
 	desc Descriptor
 	opts LogOptions
 
+	lock *os.File // holds the directory's flock for the life of the Log
+
 	mu        sync.Mutex
 	seg       *os.File
 	term      int64
@@ -81,17 +84,24 @@ func Create(dir string, desc Descriptor, opts LogOptions) (*Log, error) {
 	if err := desc.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	var err error
+	if err = os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create log: %w", err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
 		return nil, fmt.Errorf("create log: %w", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, descriptorFile)); err == nil {
+		lock.Close()
 		return nil, fmt.Errorf("create log: %s already holds a log", dir)
 	}
 	if err := writeFileAtomic(filepath.Join(dir, descriptorFile), desc.Canonical(), opts.Sync); err != nil {
 		return nil, fmt.Errorf("create log: %w", err)
 	}
-	l := &Log{dir: dir, desc: desc, opts: opts}
+	l := &Log{dir: dir, desc: desc, opts: opts, lock: lock}
 	if err := l.writeCommitted(0); err != nil {
+		lock.Close()
 		return nil, err
 	}
 	if err := l.startTerm(1); err != nil {
@@ -103,16 +113,28 @@ func Create(dir string, desc Descriptor, opts LogOptions) (*Log, error) {
 // Open reopens an existing log and starts a new recording term after the last
 // appended command. A torn final line (crash mid-append) is cut off first: it
 // was never acknowledged.
-func Open(dir string, opts LogOptions) (*Log, error) {
+func Open(dir string, opts LogOptions) (l *Log, err error) {
 	desc, err := ReadDescriptor(dir)
 	if err != nil {
 		return nil, err
 	}
+	// The lock comes before the tail repair: a second process opening a log
+	// that a running member appends to would cut its tail and start a term
+	// inside the range it serves.
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
 	segs, err := listSegments(dir)
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, desc: desc, opts: opts}
+	l = &Log{dir: dir, desc: desc, opts: opts, lock: lock}
 	var maxTerm int64
 	if len(segs) > 0 {
 		s := segs[len(segs)-1]
@@ -214,16 +236,35 @@ func (l *Log) NewTerm() error {
 	return l.startTerm(l.term + 1)
 }
 
-// Close closes the current segment.
+// Close closes the current segment and releases the directory.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.lock != nil {
+		defer func() { l.lock.Close(); l.lock = nil }()
+	}
 	if l.seg == nil {
 		return nil
 	}
 	err := l.seg.Close()
 	l.seg = nil
 	return err
+}
+
+// lockDir takes an exclusive, non-blocking flock on <dir>/lock: one process
+// records into a log at a time (two would interleave terms). The kernel
+// releases it when the process dies, so a killed member's successor opens
+// the log at once.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s is in use by another process: %w", dir, err)
+	}
+	return f, nil
 }
 
 func (l *Log) startTerm(term int64) error {

@@ -273,3 +273,26 @@ func TestCommand_ValidateRefusesUnencodable(t *testing.T) {
 		t.Fatal("unencodable price accepted into the log")
 	}
 }
+
+// One process records into a log at a time: a second Open while the first
+// Log is open is refused before it touches the tail or starts a term (two
+// writers would interleave terms and the source would turn discontinuous);
+// once the first closes, Open succeeds.
+func TestOpen_RefusesALogInUse(t *testing.T) {
+	dir, l := buildTerms(t, 20, 0)
+	before := segmentFiles(t, dir)
+	if _, err := Open(dir, LogOptions{}); err == nil {
+		t.Fatal("a second Open of a log in use succeeded")
+	}
+	if after := segmentFiles(t, dir); len(after) != len(before) {
+		t.Fatalf("the refused Open started a term: %v -> %v", before, after)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(dir, LogOptions{})
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	_ = l2.Close()
+}
