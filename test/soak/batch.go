@@ -18,6 +18,7 @@ package soak
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -168,6 +169,7 @@ type Batch struct {
 	failures      []string
 	failMu        sync.Mutex
 	checked       Checked
+	Phases        map[string]time.Duration // wall time of each phase
 	locks         map[string]*sync.Mutex
 	locksMu       sync.Mutex
 	lastMsg       map[string]map[string]string // scope → key → last outbox msg id
@@ -195,6 +197,9 @@ func (e *Env) RunBatch(ctx context.Context, plan Plan, logf func(string, ...any)
 		b.fail("work dir: %v", err)
 		return b
 	}
+	phase, mark := map[string]time.Duration{}, time.Now()
+	step := func(name string) { phase[name] = time.Since(mark).Round(100 * time.Millisecond); mark = time.Now() }
+	defer func() { step("cleanup"); b.Phases = phase }()
 	b.notes = subscribeNotifications(e.NC)
 	defer b.notes.close()
 	defer b.cleanup(ctx)
@@ -203,22 +208,27 @@ func (e *Env) RunBatch(ctx context.Context, plan Plan, logf func(string, ...any)
 		b.fail("setup: %v", err)
 		return b
 	}
+	step("setup")
 	b.orders = startOrderSampler(ctx, e.Pool, b.scopeNames())
 	b.inject(ctx)
 	if err := b.restore(ctx); err != nil {
 		b.fail("restoring after the faults: %v", err)
 		return b
 	}
+	step("faults")
 	if err := b.awaitMembersDone(ctx); err != nil {
 		b.fail("%v", err)
 		return b
 	}
+	step("members done")
 	if err := b.awaitCurrent(ctx, 150*time.Second); err != nil {
 		b.fail("%v", err)
 		return b
 	}
+	step("current")
 	b.orders.stop()
 	b.check(ctx)
+	step("checks")
 	return b
 }
 
@@ -231,14 +241,13 @@ func (b *Batch) scopeNames() []string {
 }
 
 func (b *Batch) setup(ctx context.Context) error {
-	for _, sch := range b.Plan.Schedules {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		s := &scopeRun{sch: sch, port: port, e: b.e,
+	ports, err := freePorts(len(b.Plan.Schedules))
+	if err != nil {
+		return err
+	}
+	for i, sch := range b.Plan.Schedules {
+		s := &scopeRun{sch: sch, port: ports[i], e: b.e,
 			logDir: filepath.Join(b.dir, sch.Scope), memberLog: filepath.Join(b.dir, sch.Scope+".member.log")}
-		b.scopes = append(b.scopes, s)
 		// The live projector subscribes before the member trades, as the
 		// trade-processor runs before recovery is ever needed.
 		lctx, cancel := context.WithCancel(ctx)
@@ -246,23 +255,39 @@ func (b *Batch) setup(ctx context.Context) error {
 		go func() {
 			_ = live.Run(lctx, b.e.NC, "projection.events."+sch.Scope, b.e.Pool, sch.Scope, func(error) { s.liveErrs.Add(1) })
 		}()
-		if s.proxy, err = StartProxy(fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
-			return err
-		}
-		if err := s.startMember(); err != nil {
-			return err
-		}
-		d, err := fetchDescriptor(s.memberURL())
-		if err != nil {
-			return err
-		}
-		if _, err := b.e.Pool.Exec(ctx, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
-VALUES ($1, 1, true, true, 'ACTIVE', $2, $3)`, sch.Scope, d.DescriptorHash, d.ProtocolVersion); err != nil {
-			return fmt.Errorf("selecting the run of %s: %w", sch.Scope, err)
-		}
-		if err := b.e.Kube.Create(ctx, recoveryFor(sch, "http://"+s.proxy.Addr(), b.Plan.Lease)); err != nil {
-			return fmt.Errorf("creating %s: %w", sch.Scope, err)
-		}
+		b.scopes = append(b.scopes, s)
+	}
+	// Members start together: a -race member takes most of a second.
+	errs := make([]error, len(b.scopes))
+	var wg sync.WaitGroup
+	for i, s := range b.scopes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = b.startScope(ctx, s) }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// startScope starts one schedule: the member's proxy, the member, its
+// selected run (the trade-processor's row) and the resource.
+func (b *Batch) startScope(ctx context.Context, s *scopeRun) error {
+	var err error
+	if s.proxy, err = StartProxy(fmt.Sprintf("127.0.0.1:%d", s.port)); err != nil {
+		return err
+	}
+	if err := s.startMember(); err != nil {
+		return err
+	}
+	d, err := fetchDescriptor(s.memberURL())
+	if err != nil {
+		return err
+	}
+	if _, err := b.e.Pool.Exec(ctx, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
+VALUES ($1, 1, true, true, 'ACTIVE', $2, $3)`, s.sch.Scope, d.DescriptorHash, d.ProtocolVersion); err != nil {
+		return fmt.Errorf("selecting the run of %s: %w", s.sch.Scope, err)
+	}
+	if err := b.e.Kube.Create(ctx, recoveryFor(s.sch, "http://"+s.proxy.Addr(), b.Plan.Lease)); err != nil {
+		return fmt.Errorf("creating %s: %w", s.sch.Scope, err)
 	}
 	return nil
 }
@@ -409,9 +434,12 @@ func (b *Batch) apply(ctx context.Context, st Step) {
 func (b *Batch) restore(ctx context.Context) error {
 	b.e.APIProxy.Set(Fault{})
 	for _, m := range b.e.Managers {
-		unexpected, err := m.Ensure(b.Plan.Skew())
+		unexpected, tolerated, err := m.Ensure(b.Plan.Skew())
 		if unexpected != nil {
 			b.fail("%v", unexpected)
+		}
+		if tolerated != "" {
+			b.count(tolerated)
 		}
 		if err != nil {
 			return err
@@ -493,8 +521,12 @@ func (b *Batch) awaitCurrent(ctx context.Context, within time.Duration) error {
 			return fmt.Errorf("not CURRENT at B within %s after the faults stopped: %s", within, strings.Join(behind, "; "))
 		}
 		for _, m := range b.e.Managers {
-			if unexpected, err := m.Ensure(b.Plan.Skew()); unexpected != nil || err != nil {
+			unexpected, tolerated, err := m.Ensure(b.Plan.Skew())
+			if unexpected != nil || err != nil {
 				b.fail("while converging: %v %v", unexpected, err)
+			}
+			if tolerated != "" {
+				b.count(tolerated)
 			}
 		}
 		select {

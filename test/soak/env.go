@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -343,21 +344,44 @@ func (m *Manager) Thaw() {
 	}
 }
 
-// Ensure thaws the manager and restarts it when it is not running. An exit
-// the soak did not cause is returned as unexpected (a crash to report), and
-// the manager is restarted all the same.
-func (m *Manager) Ensure(skew string) (unexpected, err error) {
+// Ensure thaws the manager and restarts it when it is not running, as the
+// kubelet restarts a container that exited. An exit the soak did not cause is
+// returned as unexpected (a crash to report) unless it is the one exit a
+// manager is allowed: at start, unable to reach the API server (tolerated
+// then names it); the manager is restarted either way.
+func (m *Manager) Ensure(skew string) (unexpected error, tolerated string, err error) {
 	m.Thaw()
 	m.mu.Lock()
 	p, killed := m.proc, m.killed
 	m.mu.Unlock()
 	if p != nil && p.alive() {
-		return nil, nil
+		return nil, "", nil
 	}
 	if p != nil && !killed {
-		unexpected = fmt.Errorf("%s exited on its own: %v (log %s)", m.Name, p.err, m.log)
+		last := lastErrorLine(m.log)
+		if strings.Contains(last, m.e.APIProxy.Addr()) {
+			tolerated = "manager exited at start, API server unreachable (restarted)"
+		} else {
+			unexpected = fmt.Errorf("%s exited on its own: %v: %q (log %s)", m.Name, p.err, last, m.log)
+		}
 	}
-	return unexpected, m.start(skew)
+	return unexpected, tolerated, m.start(skew)
+}
+
+// lastErrorLine is the last "manager: ..." line of a log: what main prints
+// when it exits with an error.
+func lastErrorLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "manager: ") {
+			return lines[i]
+		}
+	}
+	return ""
 }
 
 func (m *Manager) stop() {
@@ -436,6 +460,21 @@ func (n *natsServer) stop() {
 		n.s.WaitForShutdown()
 		n.s = nil
 	}
+}
+
+// freePorts holds n listeners open at once, so the kernel hands out n
+// distinct ports, then releases them for the members to bind.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 func freePort() (int, error) {

@@ -124,14 +124,14 @@ func NewPlan(seed uint64, o Options) Plan {
 			DropSeed:      rng.Uint64()%1_000_000 + 1,
 			Commands:      200 + rng.IntN(1200),
 			Accounts:      2 + rng.IntN(9),
-			Rate:          float64(100 + rng.IntN(300)),
+			Rate:          float64(150 + rng.IntN(350)),
 			DropRate:      0.05 + 0.6*rng.Float64(),
 			PageSize:      []int{100, 137, 250, 500, 1000}[rng.IntN(5)], // whole commands fit (a smaller page refuses one that does not: RECOVERY_COMMAND_EXCEEDS_PAGE)
 			PagesPerCycle: 1 + rng.IntN(8),
 		})
 	}
 	w := o.Window
-	at := func(room time.Duration) time.Duration { // a start that leaves room before the window ends
+	at := func(room time.Duration) time.Duration { // a start that leaves room to end within the window
 		span := w - room
 		if span < time.Second {
 			span = time.Second
@@ -150,14 +150,14 @@ func NewPlan(seed uint64, o Options) Plan {
 		case KillManager:
 			s.For = ms(rng, 200, 2000)
 		case FreezeManager:
-			s.For = o.Lease + ms(rng, 500, 3000)
+			s.For = o.Lease + ms(rng, 500, 2500)
 		case RestartNATS:
 			s.For = ms(rng, 200, 2500)
 		case APIUnreachable:
-			s.For = ms(rng, 1000, 8000)
+			s.For = ms(rng, 1000, 6000)
 			s.Proxy = Fault{Mode: []FaultMode{Blackhole, Reset}[rng.IntN(2)]}
 		}
-		s.At = at(s.For / 2)
+		s.At = at(s.For)
 		p.Steps = append(p.Steps, s)
 	}
 	// Member faults: up to two per schedule.
@@ -177,7 +177,7 @@ func NewPlan(seed uint64, o Options) Plan {
 					s.Proxy = Fault{Mode: Reset}
 				}
 			}
-			s.At = at(s.For / 2)
+			s.At = at(s.For)
 			p.Steps = append(p.Steps, s)
 		}
 	}

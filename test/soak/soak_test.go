@@ -143,8 +143,8 @@ func TestSoak_FaultSchedules(t *testing.T) {
 			t.Errorf("%s\n    replay: %s", f, replay)
 			failures = append(failures, f)
 		}
-		t.Logf("batch seed=%d: %d schedules, %d steps %v, %d failures, %s", seed, k, len(plan.Steps), plan.Steps,
-			len(b.failures), time.Since(bstart).Round(100*time.Millisecond))
+		t.Logf("batch seed=%d: %d schedules, %d steps %v, %d failures, %s %v", seed, k, len(plan.Steps), plan.Steps,
+			len(b.failures), time.Since(bstart).Round(100*time.Millisecond), b.Phases)
 		done += k
 	}
 	var kinds []string
