@@ -65,6 +65,9 @@ type ProjectionRecoveryReconciler struct {
 	Connections *Connections
 	Registry    *completeness.Registry
 	Metrics     *Metrics
+
+	// progress remembers each scope's recent verified event counts (status.progress).
+	progress progressTracker
 	// Triggers enqueues resources from outside the cluster: the NATS
 	// reconnect edge (FR-APR10). Optional.
 	Triggers <-chan event.GenericEvent
@@ -200,6 +203,7 @@ func (r *ProjectionRecoveryReconciler) finalize(ctx context.Context, obj *recove
 	r.releaseLease(ctx, obj)
 	r.Connections.Forget(resourceKey(obj))
 	r.Registry.Forget(obj.Namespace, obj.Name)
+	r.progress.forget(client.ObjectKeyFromObject(obj))
 	r.Metrics.forget(obj)
 	patch := client.MergeFrom(obj.DeepCopy())
 	controllerutil.RemoveFinalizer(obj, recoveryv1.FinalizerName)

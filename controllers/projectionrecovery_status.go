@@ -55,6 +55,7 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	if s.state != "" {
 		st.State = s.state
 	}
+	r.updateProgress(s, c)
 	st.Reason = s.reason
 	msg := s.message
 	if (c == nil || !c.cursorRead) && hasCursor(st) {
@@ -149,6 +150,9 @@ func completenessOf(st *recoveryv1.ProjectionRecoveryStatus) completeness.Comple
 	if st.LastSuccessfulVerification != nil {
 		t := st.LastSuccessfulVerification.Time
 		c.LastSuccessfulVerification = &t
+	}
+	if p := st.Progress; p != nil {
+		c.EventsPerSecond, c.ETA = p.EventsPerSecond, p.ETA
 	}
 	return c
 }

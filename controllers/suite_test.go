@@ -150,7 +150,13 @@ func runSuite(m *testing.M) int {
 // matching sel. stop cancels it and waits until it has fully stopped
 // (including the lease release at shutdown).
 func startManager(owner string, sel labels.Selector, autoRecovery bool, natsURL string, opts ...func(*ProjectionRecoveryReconciler)) (stop func(), rec *ProjectionRecoveryReconciler, err error) {
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+	return startManagerOn(restCfg, owner, sel, autoRecovery, natsURL, opts...)
+}
+
+// startManagerOn is startManager on another client configuration (e.g. one
+// whose transport counts the API requests).
+func startManagerOn(cfg *rest.Config, owner string, sel labels.Selector, autoRecovery bool, natsURL string, opts ...func(*ProjectionRecoveryReconciler)) (stop func(), rec *ProjectionRecoveryReconciler, err error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

@@ -11,7 +11,7 @@
 # and reset, clocks skewed; after each batch, every scope CURRENT at B and its
 # SQL equal to an independent replay.
 #   SOAK_SCHEDULES   schedules (default 1000; `make test` runs 20)
-#   SOAK_PARALLEL    schedules per batch, sharing its faults (default 20)
+#   SOAK_PARALLEL    schedules per batch, sharing its faults (default 25)
 #   SOAK_SEED        first batch seed (default: random); a failure prints the
 #                    seed and the command that replays its batch
 #   SOAK_WINDOW      faults start within it (default 8s)
@@ -43,7 +43,7 @@ if [[ " ${stages} " == *" faults "* ]]; then
 	echo "soak: stage faults: ${schedules} schedules, first seed ${seed} (log: ${log})"
 	start=$(date +%s)
 	frc=0
-	KUBEBUILDER_ASSETS="${root}/bin/k8s" PROJECTION_SOAK_SCHEDULES="${schedules}" PROJECTION_SOAK_PARALLEL="${SOAK_PARALLEL:-20}" \
+	KUBEBUILDER_ASSETS="${root}/bin/k8s" PROJECTION_SOAK_SCHEDULES="${schedules}" PROJECTION_SOAK_PARALLEL="${SOAK_PARALLEL:-25}" \
 		PROJECTION_SOAK_SEED="${seed}" PROJECTION_SOAK_WINDOW="${SOAK_WINDOW:-8s}" \
 		go test -count=1 -v -timeout 180m -run '^TestSoak_FaultSchedules$' ./test/soak/ >"${log}" 2>&1 || frc=1
 	# The summary, every failure with its replay command, the verdict.

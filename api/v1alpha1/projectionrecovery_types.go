@@ -270,11 +270,33 @@ type ProjectionRecoveryStatus struct {
 	// +optional
 	NextAttempt *metav1.Time `json:"nextAttempt,omitempty"`
 
+	// Progress is what a user waiting on a catch-up wants to see: the rate
+	// and an estimate of the time to CURRENT. Set only while CATCHING_UP and
+	// cleared otherwise, so a scope that is CURRENT never writes it.
+	// +optional
+	Progress *CatchUpProgress `json:"progress,omitempty"`
+
 	// Conditions: Ready, Reconciling, Stalled (kstatus compatible).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// CatchUpProgress is the measured speed of a catch-up.
+type CatchUpProgress struct {
+	// EventsPerSecond is how fast the scope's verified event count grew over
+	// the last cycles this manager saw (up to the last 30 seconds), whoever
+	// held the lease.
+	EventsPerSecond int64 `json:"eventsPerSecond"`
+
+	// ETA estimates the time to CURRENT at that rate ("1m40s"): the lag in
+	// sequence numbers, times the events per sequence number verified so
+	// far, over EventsPerSecond. A boundary that keeps moving makes it an
+	// estimate, not a promise.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	ETA string `json:"eta,omitempty"`
 }
 
 // ProjectionRecovery makes one SQL projection scope provably complete again
@@ -288,6 +310,8 @@ type ProjectionRecoveryStatus struct {
 // +kubebuilder:printcolumn:name="Boundary",type=integer,JSONPath=`.status.observedBoundarySeq`
 // +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.lag`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Rate",type=integer,JSONPath=`.status.progress.eventsPerSecond`,priority=1,description="Verified events per second over the last cycles (while CATCHING_UP)"
+// +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.progress.eta`,priority=1,description="Estimated time to CURRENT at that rate"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.status.lease.owner`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -40,6 +40,10 @@ type Completeness struct {
 	LastSuccessfulVerification *time.Time `json:"lastSuccessfulVerification,omitempty"`
 	State                      string     `json:"state,omitempty"`
 	Reason                     string     `json:"reason,omitempty"`
+	// EventsPerSecond and ETA: the catch-up's rate and estimated time to
+	// CURRENT, while CATCHING_UP (status.progress).
+	EventsPerSecond int64  `json:"eventsPerSecond,omitempty"`
+	ETA             string `json:"eta,omitempty"`
 }
 
 // Liveness is whether the worker of a scope is running.

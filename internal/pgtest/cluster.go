@@ -36,6 +36,8 @@ type Cluster struct {
 	bindir string
 	asRoot bool
 	guard  *exec.Cmd
+
+	settings []string // extra -c name=value, after the defaults
 }
 
 // BinDir finds the newest installed server binaries (Debian layout).
@@ -61,7 +63,13 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 // initdb's a cluster in a temp dir and starts it on a free loopback port. A
 // watchdog process stops and removes the cluster if this process dies without
 // calling Stop (a panicking test binary must not leak servers on a shared box).
-func StartCluster() (*Cluster, error) {
+//
+// Durability is off (fsync, synchronous_commit, full_page_writes): nothing
+// here survives the machine. settings ("name=value") are passed as -c after
+// those defaults and override them: a cluster that is crashed on purpose
+// needs synchronous_commit=on, or a commit acknowledged just before the crash
+// is lost with the WAL still in shared memory.
+func StartCluster(settings ...string) (*Cluster, error) {
 	bindir, err := BinDir()
 	if err != nil {
 		if os.Geteuid() != 0 {
@@ -82,7 +90,7 @@ func StartCluster() (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	c := &Cluster{Dir: dir, bindir: bindir, asRoot: os.Geteuid() == 0}
+	c := &Cluster{Dir: dir, bindir: bindir, asRoot: os.Geteuid() == 0, settings: settings}
 	if err := c.start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -129,6 +137,9 @@ func (c *Cluster) start() error {
 			return err
 		}
 		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", port, c.Dir)
+		for _, kv := range c.settings {
+			opts += " -c " + kv
+		}
 		cmd := c.command("pg_ctl", "-D", data, "-l", filepath.Join(c.Dir, "server.log"), "-w", "-t", "30", "-o", opts, "start")
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out

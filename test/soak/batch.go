@@ -477,7 +477,7 @@ func (b *Batch) awaitMembersDone(ctx context.Context) error {
 			} else {
 				last[i], stable[i] = d.BoundarySeq, 0
 			}
-			if stable[i] >= 8 { // 2 s at 250 ms; members trade at ≥ 100 commands/s
+			if stable[i] >= 4 { // 1 s at 250 ms; members trade at ≥ 300 commands/s
 				s.boundary = d.BoundarySeq
 				done++
 			}

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -129,7 +130,9 @@ func StartEnv(ctx context.Context, work string, managers int, skew func() string
 		return nil, err
 	}
 
-	if e.PG, err = pgtest.StartCluster(); err != nil {
+	// The soak crashes PostgreSQL on purpose (restart -m immediate):
+	// acknowledged commits must survive it, as on any production server.
+	if e.PG, err = pgtest.StartCluster("synchronous_commit=on"); err != nil {
 		return nil, err
 	}
 	if err := e.createDatabase(ctx); err != nil {
@@ -142,10 +145,12 @@ func StartEnv(ctx context.Context, work string, managers int, skew func() string
 		return nil, fmt.Errorf("dsn secret: %w", err)
 	}
 
-	port, err := freePort()
+	// Below the ephemeral range too: NATS is restarted on this port.
+	ports, err := freePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	e.nats = &natsServer{port: port}
 	if err := e.nats.start(); err != nil {
 		return nil, err
@@ -462,26 +467,49 @@ func (n *natsServer) stop() {
 	}
 }
 
-// freePorts holds n listeners open at once, so the kernel hands out n
-// distinct ports, then releases them for the members to bind.
+// freePorts finds n ports for members, below the kernel's ephemeral range:
+// a port found free with a listener on :0 and released is soon handed to the
+// next :0 listener or outgoing connection (a proxy, a manager's connection),
+// and the member that meant to bind it fails with "address already in use"
+// (seen at seed 1022870897). Below the range only an explicit bind takes a
+// port.
 func freePorts(n int) ([]int, error) {
+	low := ephemeralLow()
+	portMu.Lock()
+	defer portMu.Unlock()
 	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
+	for tries := 0; len(ports) < n && tries < 20000; tries++ {
+		nextPort++
+		if nextPort >= low || nextPort < 10000 {
+			nextPort = 10000
 		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", nextPort))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		ports = append(ports, nextPort)
+	}
+	if len(ports) < n {
+		return nil, fmt.Errorf("found %d of %d free ports below %d", len(ports), n, low)
 	}
 	return ports, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+var (
+	portMu   sync.Mutex
+	nextPort = 10000 + os.Getpid()%5000 // two soak runs on one machine start apart
+)
+
+// ephemeralLow is the lowest port the kernel hands out on its own.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 11000 {
+				return v
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 32768
 }

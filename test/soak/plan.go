@@ -124,7 +124,7 @@ func NewPlan(seed uint64, o Options) Plan {
 			DropSeed:      rng.Uint64()%1_000_000 + 1,
 			Commands:      200 + rng.IntN(1200),
 			Accounts:      2 + rng.IntN(9),
-			Rate:          float64(150 + rng.IntN(350)),
+			Rate:          float64(300 + rng.IntN(500)),
 			DropRate:      0.05 + 0.6*rng.Float64(),
 			PageSize:      []int{100, 137, 250, 500, 1000}[rng.IntN(5)], // whole commands fit (a smaller page refuses one that does not: RECOVERY_COMMAND_EXCEEDS_PAGE)
 			PagesPerCycle: 1 + rng.IntN(8),

@@ -43,6 +43,9 @@ func startProcess(logPath string, env []string, path string, args ...string) (*p
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// A soak binary killed by its timeout or by hand takes its managers and
+	// members with it rather than leaving them running on the machine.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -86,3 +86,21 @@ func TestProxy_Faults(t *testing.T) {
 		})
 	}
 }
+
+// Found at seed 1022870897: a member's port, found free and released, was
+// taken by the next :0 listener before the member bound it. Member and NATS
+// ports come from below the ephemeral range, distinct and bindable.
+func TestFreePorts_BelowTheEphemeralRange(t *testing.T) {
+	low := ephemeralLow()
+	ports, err := freePorts(50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p >= low || p < 10000 || seen[p] {
+			t.Fatalf("port %d: outside [10000, %d) or handed out twice (%v)", p, low, ports)
+		}
+		seen[p] = true
+	}
+}
