@@ -150,7 +150,7 @@ func run(c config) error {
 	say("starting the reference member (scope %s, %d commands, %.0f%% of the live feed dropped)", c.scope, c.commands, c.dropRate*100)
 	// startMember (re)starts the member on the same log and ports; reopening
 	// the log starts a new recording term that trades on to maxCommands.
-	startMember := func(maxCommands int) (*process, error) {
+	startMember := func(maxCommands int) (*testenv.Process, error) {
 		return startProcess(work, "member", nil, filepath.Join(bin, "member"),
 			"--scope", c.scope, "--log-dir", filepath.Join(work, "member-data"), "--fsync=false",
 			"--listen", fmt.Sprintf("127.0.0.1:%d", memberPort), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort),
@@ -160,7 +160,7 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	defer func() { member.stop() }() // member may be restarted by the walk-through
+	defer func() { member.Stop(20 * time.Second) }() // member may be restarted by the walk-through
 	desc, err := waitDescriptor(ctx, memberURL)
 	if err != nil {
 		return err
@@ -187,8 +187,8 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, $3)`, c.scope, desc.DescriptorHash, des
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-member.exited:
-			return fmt.Errorf("the member exited (%v); see %s/member.log:\n%s", member.err, work, tail(filepath.Join(work, "member.log")))
+		case <-member.Exited:
+			return fmt.Errorf("the member exited (%v); see %s/member.log:\n%s", member.Err, work, tail(filepath.Join(work, "member.log")))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -204,7 +204,7 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, $3)`, c.scope, desc.DescriptorHash, des
 	if err != nil {
 		return err
 	}
-	defer manager.stop()
+	defer manager.Stop(20 * time.Second)
 
 	sample := fmt.Sprintf(`apiVersion: v1
 kind: Secret
@@ -263,8 +263,8 @@ spec:
 		w := &walkThrough{ctx: ctx, scope: c.scope, root: root, work: work, bin: bin, kubeconfig: kubeconfig,
 			kubectl: kubectl, kubectlPath: filepath.Join(assets, "kubectl"),
 			pool: st.Pool(), dsn: pg.DSN, memberURL: memberURL, manager: manager, commands: c.commands,
-			restartMember: func(maxCommands int) (*process, error) {
-				member.stop()
+			restartMember: func(maxCommands int) (*testenv.Process, error) {
+				member.Stop(20 * time.Second)
 				m, err := startMember(maxCommands)
 				if err == nil {
 					member = m
@@ -296,7 +296,7 @@ spec:
 // aside) until done says so, the timeout (0: none) passes, or the manager
 // exits (its log tail is the error then).
 func watchTable(ctx context.Context, kubectl func(...string) (string, error), resource string, timeout time.Duration,
-	manager *process, work string, done func(out string) (bool, error)) error {
+	manager *testenv.Process, work string, done func(out string) (bool, error)) error {
 	var deadline <-chan time.Time
 	if timeout > 0 {
 		deadline = time.After(timeout)
@@ -320,8 +320,8 @@ func watchTable(ctx context.Context, kubectl func(...string) (string, error), re
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-manager.exited:
-			return fmt.Errorf("the manager exited (%v); see %s/manager.log:\n%s", manager.err, work, tail(filepath.Join(work, "manager.log")))
+		case <-manager.Exited:
+			return fmt.Errorf("the manager exited (%v); see %s/manager.log:\n%s", manager.Err, work, tail(filepath.Join(work, "manager.log")))
 		case <-deadline:
 			return fmt.Errorf("%s did not get there within %s; see %s/manager.log:\n%s", resource, timeout, work, tail(filepath.Join(work, "manager.log")))
 		case <-time.After(300 * time.Millisecond):
@@ -421,52 +421,8 @@ func tail(path string) string {
 	return strings.Join(lines[max(0, len(lines)-20):], "\n")
 }
 
-// process is a started binary. exited is closed once it has exited, err
-// then holds how: any number of waiters (a watch loop, a deferred stop, a
-// restart) see the exit, where a one-shot channel would leave the second
-// one blocked forever.
-type process struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error
-}
-
 // startProcess runs a binary with extra environment, its output appended to
 // <work>/<name>.log (a restarted member keeps its first run's log).
-func startProcess(work, name string, env []string, path string, args ...string) (*process, error) {
-	logf, err := os.OpenFile(filepath.Join(work, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), env...)
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("starting %s: %w", path, err)
-	}
-	p := &process{cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logf.Close()
-		close(p.exited)
-	}()
-	return p, nil
-}
-
-// stop sends SIGTERM (graceful: the manager releases its leases) and waits;
-// stopping an exited process returns at once.
-func (p *process) stop() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
+func startProcess(work, name string, env []string, path string, args ...string) (*testenv.Process, error) {
+	return testenv.StartProcess(filepath.Join(work, name+".log"), env, path, args...)
 }

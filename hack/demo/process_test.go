@@ -40,19 +40,19 @@ func TestDemo_StopAfterObservedExitReturns(t *testing.T) {
 			}
 			if tc.script == "exit 3" {
 				select {
-				case <-p.exited: // what a watch loop does on an exit
+				case <-p.Exited: // what a watch loop does on an exit
 				case <-time.After(10 * time.Second):
 					t.Fatal("the process did not exit")
 				}
 			}
 			done := make(chan struct{})
-			go func() { p.stop(); p.stop(); close(done) }()
+			go func() { p.Stop(20 * time.Second); p.Stop(20 * time.Second); close(done) }()
 			select {
 			case <-done:
 			case <-time.After(10 * time.Second):
 				t.Fatal("stop did not return: the demo's teardown hangs")
 			}
-			if p.err == nil {
+			if p.Err == nil {
 				t.Fatal("the exit status was lost")
 			}
 		})

@@ -33,6 +33,7 @@ import (
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
 // reconName is the walk-through's ProjectionReconciliation.
@@ -74,11 +75,11 @@ type walkThrough struct {
 	kubectl     func(...string) (string, error)
 	kubectlPath string
 	pool        *pgxpool.Pool
-	manager     *process
+	manager     *testenv.Process
 	commands    int
 	// restartMember stops the member and starts it again on its log (a new
 	// recording term) trading up to maxCommands.
-	restartMember func(maxCommands int) (*process, error)
+	restartMember func(maxCommands int) (*testenv.Process, error)
 }
 
 func (w *walkThrough) run() error {
@@ -223,8 +224,8 @@ func (w *walkThrough) tradeOn() error {
 		select {
 		case <-w.ctx.Done():
 			return w.ctx.Err()
-		case <-m.exited:
-			return fmt.Errorf("the member exited (%v); see %s/member.log:\n%s", m.err, w.work, tail(filepath.Join(w.work, "member.log")))
+		case <-m.Exited:
+			return fmt.Errorf("the member exited (%v); see %s/member.log:\n%s", m.Err, w.work, tail(filepath.Join(w.work, "member.log")))
 		case <-deadline:
 			return fmt.Errorf("the member did not reach %d commands within %s", target, stepTimeout)
 		case <-time.After(200 * time.Millisecond):

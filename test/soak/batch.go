@@ -36,6 +36,7 @@ import (
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/reference/live"
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
 // scopeRun is one schedule's running parts: its member (restartable on one
@@ -49,7 +50,7 @@ type scopeRun struct {
 	e         *Env
 
 	mu       sync.Mutex
-	member   *process
+	member   *testenv.Process
 	killed   bool
 	restarts int
 
@@ -63,8 +64,8 @@ func (s *scopeRun) memberURL() string { return fmt.Sprintf("http://127.0.0.1:%d"
 func (s *scopeRun) startMember() error {
 	var err error
 	for attempt := 0; attempt < 20; attempt++ { // NATS may be restarting
-		var p *process
-		p, err = startProcess(s.memberLog, nil, s.e.MemberBin,
+		var p *testenv.Process
+		p, err = testenv.StartProcess(s.memberLog, nil, s.e.MemberBin,
 			"--scope", s.sch.Scope, "--log-dir", s.logDir, "--fsync=false",
 			"--listen", fmt.Sprintf("127.0.0.1:%d", s.port), "--nats-url", s.e.NatsURL,
 			"--seed", fmt.Sprint(s.sch.WorkloadSeed), "--accounts", fmt.Sprint(s.sch.Accounts),
@@ -79,7 +80,7 @@ func (s *scopeRun) startMember() error {
 			s.mu.Unlock()
 			return nil
 		}
-		p.kill()
+		p.Kill()
 		time.Sleep(250 * time.Millisecond)
 	}
 	return fmt.Errorf("member %s would not start: %w (log %s)", s.sch.Scope, err, s.memberLog)
@@ -92,7 +93,7 @@ func (s *scopeRun) killMember() {
 	s.restarts++
 	s.mu.Unlock()
 	if p != nil {
-		p.kill()
+		p.Kill()
 	}
 }
 
@@ -102,11 +103,11 @@ func (s *scopeRun) ensureMember() (unexpected, err error) {
 	s.mu.Lock()
 	p, killed := s.member, s.killed
 	s.mu.Unlock()
-	if p != nil && p.alive() {
+	if p != nil && p.Alive() {
 		return nil, nil
 	}
 	if p != nil && !killed {
-		unexpected = fmt.Errorf("member %s exited on its own: %v (log %s)", s.sch.Scope, p.err, s.memberLog)
+		unexpected = fmt.Errorf("member %s exited on its own: %v (log %s)", s.sch.Scope, p.Err, s.memberLog)
 	}
 	return unexpected, s.startMember()
 }
@@ -136,15 +137,15 @@ func fetchDescriptor(base string) (descriptor, error) {
 	return d, json.Unmarshal(b, &d)
 }
 
-func waitDescriptor(base string, within time.Duration, p *process) (descriptor, error) {
+func waitDescriptor(base string, within time.Duration, p *testenv.Process) (descriptor, error) {
 	deadline := time.Now().Add(within)
 	for {
 		d, err := fetchDescriptor(base)
 		if err == nil {
 			return d, nil
 		}
-		if !p.alive() {
-			return d, fmt.Errorf("exited: %v", p.err)
+		if !p.Alive() {
+			return d, fmt.Errorf("exited: %v", p.Err)
 		}
 		if time.Now().After(deadline) {
 			return d, err
@@ -570,7 +571,7 @@ func (b *Batch) cleanup(ctx context.Context) {
 			p := s.member
 			s.mu.Unlock()
 			if p != nil {
-				p.stop(10 * time.Second)
+				p.Stop(10 * time.Second)
 			}
 			if s.proxy != nil {
 				_ = s.proxy.Close()

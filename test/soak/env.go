@@ -285,14 +285,14 @@ type Manager struct {
 	e     *Env
 
 	mu     sync.Mutex
-	proc   *process
+	proc   *testenv.Process
 	frozen bool
 	killed bool     // the soak killed the running process (an exit is expected)
 	skews  []string // every clock it started with
 }
 
 func (m *Manager) start(skew string) error {
-	p, err := startProcess(m.log, []string{
+	p, err := testenv.StartProcess(m.log, []string{
 		"KUBECONFIG=" + m.e.kubeconf,
 		"PGAPPNAME=" + m.Name, // pgx reads it: its backends are told apart in pg_stat_activity
 		"PROJECTION_SOAK_CLOCK=" + skew,
@@ -310,7 +310,7 @@ func (m *Manager) start(skew string) error {
 	return nil
 }
 
-func (m *Manager) current() *process {
+func (m *Manager) current() *testenv.Process {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.proc
@@ -325,7 +325,7 @@ func (m *Manager) Kill(ctx context.Context) bool {
 	m.killed = true
 	m.mu.Unlock()
 	if p != nil {
-		p.kill()
+		p.Kill()
 	}
 	return mid
 }
@@ -334,8 +334,8 @@ func (m *Manager) Kill(ctx context.Context) bool {
 func (m *Manager) Freeze() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.proc != nil && m.proc.alive() {
-		m.proc.signal(syscall.SIGSTOP)
+	if m.proc != nil && m.proc.Alive() {
+		m.proc.Signal(syscall.SIGSTOP)
 		m.frozen = true
 	}
 }
@@ -344,7 +344,7 @@ func (m *Manager) Thaw() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.proc != nil && m.frozen {
-		m.proc.signal(syscall.SIGCONT)
+		m.proc.Signal(syscall.SIGCONT)
 		m.frozen = false
 	}
 }
@@ -359,7 +359,7 @@ func (m *Manager) Ensure(skew string) (unexpected error, tolerated string, err e
 	m.mu.Lock()
 	p, killed := m.proc, m.killed
 	m.mu.Unlock()
-	if p != nil && p.alive() {
+	if p != nil && p.Alive() {
 		return nil, "", nil
 	}
 	if p != nil && !killed {
@@ -367,7 +367,7 @@ func (m *Manager) Ensure(skew string) (unexpected error, tolerated string, err e
 		if strings.Contains(last, m.e.APIProxy.Addr()) {
 			tolerated = "manager exited at start, API server unreachable (restarted)"
 		} else {
-			unexpected = fmt.Errorf("%s exited on its own: %v: %q (log %s)", m.Name, p.err, last, m.log)
+			unexpected = fmt.Errorf("%s exited on its own: %v: %q (log %s)", m.Name, p.Err, last, m.log)
 		}
 	}
 	return unexpected, tolerated, m.start(skew)
@@ -391,7 +391,7 @@ func lastErrorLine(path string) string {
 
 func (m *Manager) stop() {
 	if p := m.current(); p != nil {
-		p.stop(20 * time.Second)
+		p.Stop(20 * time.Second)
 	}
 }
 

@@ -17,80 +17,10 @@ package soak
 
 import (
 	"bufio"
-	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
-	"time"
 )
-
-// process is one started binary; exited closes when it has exited, err then
-// holds how (any number of waiters see it).
-type process struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error
-}
-
-// startProcess runs path with args and extra environment, appending its
-// output to logPath (a restarted process keeps one log).
-func startProcess(logPath string, env []string, path string, args ...string) (*process, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// A soak binary killed by its timeout or by hand takes its managers and
-	// members with it rather than leaving them running on the machine.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Env = append(os.Environ(), env...)
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("starting %s: %w", path, err)
-	}
-	p := &process{cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logf.Close()
-		close(p.exited)
-	}()
-	return p, nil
-}
-
-func (p *process) alive() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-func (p *process) signal(s syscall.Signal) { _ = p.cmd.Process.Signal(s) }
-
-// kill sends SIGKILL and waits for the exit.
-func (p *process) kill() {
-	p.signal(syscall.SIGCONT) // a frozen process still dies of SIGKILL; this keeps ps tidy
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-}
-
-// stop asks for a graceful exit (SIGTERM), then kills after grace.
-func (p *process) stop(grace time.Duration) {
-	if !p.alive() {
-		return
-	}
-	p.signal(syscall.SIGCONT)
-	p.signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(grace):
-		p.kill()
-	}
-}
 
 // logScanner remembers how far a log has been read, so each batch reports
 // only what its own time wrote.
