@@ -49,13 +49,11 @@ type scopeRun struct {
 	memberLog string
 	e         *Env
 
-	mu       sync.Mutex
-	member   *testenv.Process
-	killed   bool
-	restarts int
+	mu     sync.Mutex
+	member *testenv.Process
+	killed bool
 
 	stopLive context.CancelFunc
-	liveErrs atomic.Int64
 	boundary int64
 }
 
@@ -90,7 +88,6 @@ func (s *scopeRun) killMember() {
 	s.mu.Lock()
 	p := s.member
 	s.killed = true
-	s.restarts++
 	s.mu.Unlock()
 	if p != nil {
 		p.Kill()
@@ -254,7 +251,7 @@ func (b *Batch) setup(ctx context.Context) error {
 		lctx, cancel := context.WithCancel(ctx)
 		s.stopLive = cancel
 		go func() {
-			_ = live.Run(lctx, b.e.NC, "projection.events."+sch.Scope, b.e.Pool, sch.Scope, func(error) { s.liveErrs.Add(1) })
+			_ = live.Run(lctx, b.e.NC, "projection.events."+sch.Scope, b.e.Pool, sch.Scope, nil) // the lossy path: a failed live write is what recovery repairs
 		}()
 		b.scopes = append(b.scopes, s)
 	}

@@ -287,8 +287,7 @@ type Manager struct {
 	mu     sync.Mutex
 	proc   *testenv.Process
 	frozen bool
-	killed bool     // the soak killed the running process (an exit is expected)
-	skews  []string // every clock it started with
+	killed bool // the soak killed the running process (an exit is expected)
 }
 
 func (m *Manager) start(skew string) error {
@@ -305,7 +304,6 @@ func (m *Manager) start(skew string) error {
 	}
 	m.mu.Lock()
 	m.proc, m.frozen, m.killed = p, false, false
-	m.skews = append(m.skews, skew)
 	m.mu.Unlock()
 	return nil
 }

@@ -59,12 +59,11 @@ var globalKinds = []FaultKind{KillManager, FreezeManager, RestartPostgres, Termi
 
 // Step is one fault at an offset from the start of the batch.
 type Step struct {
-	At       time.Duration
-	Kind     FaultKind
-	Target   int           // manager index (global kinds) or schedule index (member kinds)
-	For      time.Duration // how long the fault lasts before it is undone
-	Proxy    Fault         // MemberFault and APIUnreachable: what the proxy does
-	Schedule int           // -1: every schedule of the batch
+	At     time.Duration
+	Kind   FaultKind
+	Target int           // manager index (global kinds) or schedule index (member kinds)
+	For    time.Duration // how long the fault lasts before it is undone
+	Proxy  Fault         // MemberFault and APIUnreachable: what the proxy does
 }
 
 func (s Step) String() string {
@@ -145,7 +144,7 @@ func NewPlan(seed uint64, o Options) Plan {
 		kinds = append(kinds, globalKinds[rng.IntN(len(globalKinds))])
 	}
 	for _, kind := range kinds {
-		s := Step{Kind: kind, Schedule: -1, Target: rng.IntN(o.Managers)}
+		s := Step{Kind: kind, Target: rng.IntN(o.Managers)}
 		switch s.Kind {
 		case KillManager:
 			s.For = ms(rng, 200, 2000)
@@ -163,7 +162,7 @@ func NewPlan(seed uint64, o Options) Plan {
 	// Member faults: up to two per schedule.
 	for i := range p.Schedules {
 		for j := rng.IntN(3); j > 0; j-- {
-			s := Step{Schedule: i, Target: i}
+			s := Step{Target: i}
 			if rng.IntN(3) == 0 {
 				s.Kind, s.For = RestartMember, ms(rng, 100, 1500)
 			} else {
