@@ -56,6 +56,12 @@ type Connections struct {
 	Tracer pgx.QueryTracer
 	// MaxConnsPerDSN bounds each pool; a page uses one connection.
 	MaxConnsPerDSN int32
+	// SliceBudget is how long one write slice of a page aims to hold the
+	// scope's projection write lock, which every live write also takes
+	// (store.SetSliceBudget; 0: store.DefaultSliceBudget; negative: a page
+	// commits in one transaction). Shorter: live writes wait less behind
+	// recovery; longer: recovery catches up faster.
+	SliceBudget time.Duration
 	// ApplySchema is the manager's auto-recovery flag as Store's schema step
 	// needs it: on, recovery's tables are created where missing
 	// (ri06-automatic-recovery.sql, NFR-APR01); off, their absence is a
@@ -206,6 +212,7 @@ func (c *Connections) pool(ctx context.Context, resource, key, dsn string) (*poo
 		c.stores = map[string]*pooledStore{}
 	}
 	p := &pooledStore{st: store.New(pool)}
+	p.st.SetSliceBudget(c.SliceBudget)
 	c.stores[key] = p
 	return p, nil
 }

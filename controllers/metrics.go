@@ -40,6 +40,7 @@ type Metrics struct {
 	events       *prometheus.CounterVec
 	refusals     *prometheus.CounterVec
 	cycles       *prometheus.HistogramVec
+	lockHeld     *prometheus.HistogramVec
 	statusWrites prometheus.Counter
 }
 
@@ -77,10 +78,13 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Cycles that ended in a refusal, by stable code."}, append(labels, "code")),
 		cycles: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "projection_recovery_cycle_duration_seconds",
 			Help: "Duration of one bounded cycle.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, labels),
+		lockHeld: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "projection_recovery_write_lock_held_seconds",
+			Help:    "How long one committed write slice of a page held the scope's projection write lock: the longest a live write of the scope waited behind it.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, labels),
 		statusWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "projection_recovery_status_writes_total",
 			Help: "Status writes sent to the API server (unchanged status is never written)."}),
 	}
-	for _, c := range []prometheus.Collector{m.lag, m.verified, m.boundary, m.state, m.pages, m.events, m.refusals, m.cycles, m.statusWrites} {
+	for _, c := range []prometheus.Collector{m.lag, m.verified, m.boundary, m.state, m.pages, m.events, m.refusals, m.cycles, m.lockHeld, m.statusWrites} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -99,6 +103,12 @@ func (m *Metrics) observeCycle(obj *recoveryv1.ProjectionRecovery, res cycleResu
 	m.cycles.With(l).Observe(took.Seconds())
 	m.pages.With(l).Add(float64(res.pages))
 	m.events.With(l).Add(float64(res.events))
+	if len(res.lockHolds) > 0 {
+		h := m.lockHeld.With(l)
+		for _, d := range res.lockHolds {
+			h.Observe(d.Seconds())
+		}
+	}
 	if res.state == recoveryv1.StateRetrying || res.state == recoveryv1.StateBlocked {
 		m.refusals.With(prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope, "code": res.reason}).Inc()
 	}
@@ -146,6 +156,7 @@ func (m *Metrics) forget(obj *recoveryv1.ProjectionRecovery) {
 	m.pages.Delete(l)
 	m.events.Delete(l)
 	m.cycles.Delete(l)
+	m.lockHeld.Delete(l)
 	m.refusals.DeletePartialMatch(l)
 	m.state.DeletePartialMatch(l)
 }

@@ -51,7 +51,10 @@ type cycleResult struct {
 	lease    *store.Lease // lease held or observed, when known
 	pages    int          // pages committed by this cycle
 	events   int          // events applied by this cycle
-	readOnly bool         // auto-recovery off: nothing was written
+	// lockHolds: how long each committed write slice held the scope's
+	// projection write lock (the time live writes may have waited).
+	lockHolds []time.Duration
+	readOnly  bool // auto-recovery off: nothing was written
 	// observer: another manager holds the lease (in lease); this one only reported.
 	observer bool
 }
@@ -267,14 +270,13 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 		wctx, cancel := context.WithTimeout(ctx, keeper.ttl)
 		pr, err := st.ApplyPage(wctx, lease, run, page)
 		cancel()
+		if pr.Committed() {
+			// The page commits in write slices; those before a failing
+			// one stay committed and the cursor stands after them.
+			res = r.committed(res, run, pr)
+		}
 		if err != nil {
 			return r.recordFailure(ctx, log, keeper, fail(res, err))
-		}
-		res.pages++
-		res.events += pr.Applied
-		res.cursor = advanceCursor(res.cursor, run, pr, r.Clock.Now())
-		if r.OnPageCommitted != nil {
-			r.OnPageCommitted(r.Owner, pr)
 		}
 		if pr.Current() {
 			res.state = recoveryv1.StateCurrent
@@ -294,6 +296,18 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 		}
 		res.boundary = page.BoundarySeq
 	}
+}
+
+// committed records what a page's committed slices did.
+func (r *ProjectionRecoveryReconciler) committed(res cycleResult, run store.Run, pr store.PageResult) cycleResult {
+	res.pages++
+	res.events += pr.Applied
+	res.lockHolds = append(res.lockHolds, pr.LockHeld...)
+	res.cursor = advanceCursor(res.cursor, run, pr, r.Clock.Now())
+	if r.OnPageCommitted != nil {
+		r.OnPageCommitted(r.Owner, pr)
+	}
+	return res
 }
 
 // observe reports a scope whose lease another live manager holds. That is

@@ -51,6 +51,7 @@ import (
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/controllers"
 	"github.com/projection-recovery/projection-recovery/internal/completeness"
+	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
 // version is the release of this binary, stamped at build time with
@@ -74,6 +75,7 @@ type options struct {
 	watchNamespaces         []string
 	metricsSecure           bool
 	reconcileEvery          time.Duration
+	writeSliceBudget        time.Duration
 	showVersion             bool
 }
 
@@ -110,6 +112,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	})
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS behind controller-runtime's authentication and authorization filter: a scraper needs a token allowed to get the /metrics non-resource URL (TokenReview and SubjectAccessReview).")
 	fs.DurationVar(&o.reconcileEvery, "reconcile-every", 0, "Keep a ProjectionReconciliation <recovery>-scheduled (label "+controllers.LabelManagedBy+"="+controllers.ManagedBySchedule+", owned by its ProjectionRecovery) that dry-runs every scope this often and reports drift as DriftFound events and projection_reconciliation_drift_findings; it never applies. 0 (the default) is off and removes the ones an earlier run created. Between 1m and 168h.")
+	fs.DurationVar(&o.writeSliceBudget, "write-slice-budget", store.DefaultSliceBudget, "How long one write slice of a recovery page aims to hold the scope's projection write lock, which every live write of the scope also takes: a page commits in slices sized to this, so a live write waits about this long at most behind recovery (docs/live-writes.md). Longer catches up faster; a negative value commits each page in one transaction.")
 	fs.BoolVar(&o.dev, "dev", false, "Human-readable console logs instead of JSON.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Minimum log level: debug, info, warn, error.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
@@ -284,8 +287,9 @@ func run(args []string) error {
 		Owner:                   owner,
 		// The schema step follows auto-recovery: on, recovery's tables are
 		// created where missing; off, their absence is SCHEMA_MISSING (NFR-APR01).
-		Connections: &controllers.Connections{MaxConnsPerDSN: int32(max(2, o.maxConcurrentReconciles)), ApplySchema: o.enableAutoRecovery, Log: ctrl.Log.WithName("notify")},
-		Registry:    registry,
+		Connections: &controllers.Connections{MaxConnsPerDSN: int32(max(2, o.maxConcurrentReconciles)), ApplySchema: o.enableAutoRecovery,
+			SliceBudget: o.writeSliceBudget, Log: ctrl.Log.WithName("notify")},
+		Registry: registry,
 	}
 	if o.natsURL != "" {
 		trig, err := controllers.NewNATSTrigger(o.natsURL, mgr.GetCache(), ctrl.Log.WithName("nats-trigger"))

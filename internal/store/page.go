@@ -29,7 +29,8 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/source"
 )
 
-// PageResult is what one committed page proved and wrote.
+// PageResult is what one page proved and wrote. A page commits in write
+// slices (see ApplyPrepared); the result sums the slices that committed.
 type PageResult struct {
 	Scope              string
 	AfterSeq           int64
@@ -40,41 +41,58 @@ type PageResult struct {
 	Applied            int    // events of this page applied (a DRAINING run may keep a prefix)
 	InsertedTrades     int64  // trades the live feed had lost
 	OrderEvents        int64  // order versions newly persisted
-	TouchedKeys        int    // position keys re-derived
-	ChangedKeys        int    // keys whose position differs from the pre-page value (outbox rows, R2)
+	TouchedKeys        int    // position keys re-derived (a key counts once per slice that touched it)
+	ChangedKeys        int    // keys whose position differs from the pre-slice value (outbox rows, R2)
 	State              string // CURRENT or CATCHING_UP
+	Slices             int    // write slices committed: each moved the cursor in its own transaction
+	// LockHeld is how long each committed slice held the projection write
+	// lock (granted to committed): how long a live write could have waited.
+	LockHeld []time.Duration
 }
 
 // Current reports whether the cursor reached the source boundary (or the frozen seq).
 func (r PageResult) Current() bool { return r.State == StateCurrent }
 
-// SetAfterCommit registers f to run after each committed page that wrote
-// notifications (e.g. notify.Publisher.Kick). Never called on rollback.
+// Committed reports whether at least one slice of the page committed: on an
+// error, the cursor then stands at VerifiedThroughSeq, not at AfterSeq.
+func (r PageResult) Committed() bool { return r.Slices > 0 }
+
+// SetAfterCommit registers f to run after each committed write slice that
+// wrote notifications (e.g. notify.Publisher.Kick), before the page's next
+// slice starts. Never called on rollback.
 func (s *Store) SetAfterCommit(f func(scope string)) { s.afterCommit = f }
 
-// ApplyPage applies one verified page in ONE transaction (FR-APR06). The page
+// ApplyPage verifies one fetched page and applies it (FR-APR06). The page
 // was fetched before (never hold a transaction across HTTP). In order:
 //
-//  1. decode, hash and order-check the page (outside the transaction);
-//  2. take the scope's projection write lock (WriteLock), so no live write interleaves;
+//  1. decode, hash and order-check the WHOLE page, outside any transaction,
+//     and cut it into write slices at command boundaries (prepare);
+//  2. per slice, in ONE transaction: COPY the slice's trades and keys into
+//     session-private temporary tables, then take the scope's projection
+//     write lock (WriteLock), so no live write interleaves with what follows;
 //  3. re-read the lease row FOR UPDATE: owner, fence, unexpired (FR-APR08);
 //  4. re-read the selected run: changed since the caller read it → SUPERSEDED,
 //     nothing written (FR-APR09; runs are read, never written);
-//  5. re-read the cursor: afterSeq and digestAfter must be its verified-through
-//     and digest; descriptor and protocol must match (FR-APR05/07); a cursor at
-//     genesis bootstraps: every retained row is re-verified (FR-APR07);
+//  5. re-read the cursor: the slice's after and digestAfter must be its
+//     verified-through and digest; descriptor and protocol must match
+//     (FR-APR05/07); a cursor at genesis bootstraps: every retained row is
+//     re-verified (FR-APR07);
 //  6. refuse unknown legacy history, orphans, immutable/provenance conflicts,
 //     rejected bookings, order rows differing from their source event,
 //     unproven openings and unexplained balances of every touched key;
 //  7. insert missing trades set-based; persist order versions without
 //     rewinding newer ones; re-derive every touched key from all retained
 //     trades in (seq, tradeSeq) order (R1); write outbox rows for keys whose
-//     final position differs from the pre-page value (R2);
+//     final position differs from the pre-slice value (R2);
 //  8. advance the cursor by compare-and-set on the old verified-through,
 //     digest and boundary.
 //
-// Any refusal or error rolls everything back: a *codes.Refusal (see codes.Of) means
-// nothing was written.
+// A slice is a page in every respect FR-APR06 names (its own window and
+// chain digests at both ends, verified before any slice writes); a fetched
+// page is the fetch unit. Any refusal or error rolls its slice back: a
+// *codes.Refusal (see codes.Of) means that slice wrote nothing; the slices
+// before it stay committed, each a verified step of the cursor, and the
+// result reports them (Committed, VerifiedThroughSeq).
 func (s *Store) ApplyPage(ctx context.Context, l Lease, run Run, page *source.Page) (PageResult, error) {
 	pp, err := s.PreparePage(run, page)
 	if err != nil {
@@ -84,10 +102,11 @@ func (s *Store) ApplyPage(ctx context.Context, l Lease, run Run, page *source.Pa
 }
 
 // PreparedPage is a page decoded, hashed and checked against a run, outside
-// any transaction (see PreparePage).
+// any transaction (see PreparePage). It is applied once: ApplyPrepared
+// consumes it slice by slice.
 type PreparedPage struct {
-	run Run
-	p   *prepared
+	run  Run
+	prep *pagePrep
 }
 
 // PreparePage does the transaction-free half of ApplyPage: identity, ordering,
@@ -99,11 +118,15 @@ func (s *Store) PreparePage(run Run, page *source.Page) (*PreparedPage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PreparedPage{run: run, p: p}, nil
+	return &PreparedPage{run: run, prep: p}, nil
 }
 
-// ApplyPrepared runs the page transaction of a prepared page (ApplyPage from
-// step 2 on). run must be the run the page was prepared against.
+// ApplyPrepared commits a prepared page slice by slice (ApplyPage from step
+// 2 on). run must be the run the page was prepared against. The projection
+// write lock is released between slices, and each slice is sized so that it
+// holds the lock for about the store's slice budget (slice.go), so a live
+// write waits for at most one short slice, never for a whole page
+// (docs/live-writes.md).
 func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *PreparedPage) (PageResult, error) {
 	if l.Scope != run.Scope {
 		return PageResult{}, fmt.Errorf("store: lease is for scope %q, run for %q", l.Scope, run.Scope)
@@ -111,14 +134,41 @@ func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *Prepare
 	if pp == nil || !pp.run.sameBarrier(run) {
 		return PageResult{}, refuse(codes.Superseded, "page was prepared against another run")
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return PageResult{}, dbErr("store: begin page", err)
+	if pp.prep.cut > 0 {
+		return PageResult{}, fmt.Errorf("store: page (%d, %d] of %q was already applied", pp.prep.page.AfterSeq, pp.prep.page.ThroughSeq, run.Scope)
 	}
-	res, points, err := s.applyTx(ctx, tx, l, run, pp.p)
+	var total PageResult
+	for !pp.prep.done() {
+		n := s.slices.size(run.Scope)
+		sl := pp.prep.nextSlice(n)
+		res, held, err := s.applySlice(ctx, l, run, sl)
+		if err != nil {
+			return total, err
+		}
+		s.slices.observe(run.Scope, n, sl.applied, held)
+		total = total.plus(res)
+		total.LockHeld = append(total.LockHeld, held)
+	}
+	return total, nil
+}
+
+// applySlice runs one slice's transaction and its after-commit work. held is
+// how long the slice held the projection write lock (granted to committed).
+func (s *Store) applySlice(ctx context.Context, l Lease, run Run, p *prepared) (_ PageResult, held time.Duration, _ error) {
+	// READ COMMITTED, whatever the database's default: every statement after
+	// WriteLock must see what the live projector committed before the lock
+	// was granted. Under REPEATABLE READ the snapshot would date from the
+	// transaction's first statement (the temporary-table COPY, or the lock
+	// request itself), and a live trade committed while the slice waited
+	// would be invisible to its orphan and balance checks and to R1.
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return PageResult{}, 0, dbErr("store: begin page", err)
+	}
+	res, points, locked, err := s.applyTx(ctx, tx, l, run, p)
 	if err != nil {
 		_ = tx.Rollback(ctx) // a failed rollback closes the connection: the server rolls back
-		return PageResult{}, dbErr("store: apply page", err)
+		return PageResult{}, 0, dbErr("store: apply page", err)
 	}
 	commit := tx.Commit
 	if h := s.hooks.commit; h != nil {
@@ -127,50 +177,60 @@ func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *Prepare
 	if err := commit(ctx); err != nil {
 		if !codes.DatabaseUnavailableError(err) {
 			// The server answered COMMIT with an error: it rolled back.
-			return PageResult{}, dbErr("store: commit page", err)
+			return PageResult{}, 0, dbErr("store: commit page", err)
 		}
 		// The connection failed while COMMIT was in flight: only the
 		// cursor can tell whether the page committed (see resolveCommit).
 		if err := s.resolveCommit(ctx, res, points, err); err != nil {
-			return PageResult{}, err
+			return PageResult{}, 0, err
 		}
 	}
+	held = time.Since(locked)
 	if res.ChangedKeys > 0 && s.afterCommit != nil {
 		s.afterCommit(run.Scope)
 	}
-	return res, nil
+	return res, held, nil
 }
 
 // applyTx runs the page in tx. Besides the result it returns the cursor's
 // commit points before and after the page, which resolveCommit compares with
 // a re-read when the COMMIT's outcome is unknown.
-func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *prepared) (PageResult, commitPoints, error) {
+func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *prepared) (_ PageResult, _ commitPoints, locked time.Time, _ error) {
 	scope := run.Scope
-	if err := WriteLock(ctx, tx, scope); err != nil {
-		return PageResult{}, commitPoints{}, err
+	// The slice's rows go into session-private temporary tables before the
+	// lock: nothing another transaction can see or change, so the COPY
+	// needs no lock and the lock is held only for what reads or writes the
+	// projection.
+	w := &pageTx{tx: tx, scope: scope, p: p}
+	if err := w.load(ctx); err != nil {
+		return PageResult{}, commitPoints{}, locked, err
 	}
+	if err := WriteLock(ctx, tx, scope); err != nil {
+		return PageResult{}, commitPoints{}, locked, err
+	}
+	locked = time.Now()
 	if h := s.hooks.beforeLeaseLock; h != nil {
 		if err := h(ctx, tx); err != nil {
-			return PageResult{}, commitPoints{}, err
+			return PageResult{}, commitPoints{}, locked, err
 		}
 	}
 	if err := lockLease(ctx, tx, l); err != nil {
-		return PageResult{}, commitPoints{}, err
+		return PageResult{}, commitPoints{}, locked, err
 	}
 	if h := s.hooks.afterLeaseLocked; h != nil {
 		if err := h(ctx, tx); err != nil {
-			return PageResult{}, commitPoints{}, err
+			return PageResult{}, commitPoints{}, locked, err
 		}
 	}
 	now, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM projection_runs WHERE scope = $1 AND selected FOR SHARE`, scope))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return PageResult{}, commitPoints{}, refuse(codes.Superseded, "scope %q no longer has a selected run", scope)
+		return PageResult{}, commitPoints{}, locked, refuse(codes.Superseded, "scope %q no longer has a selected run", scope)
 	}
 	if err != nil {
-		return PageResult{}, commitPoints{}, dbErr("store: re-read run", err)
+		return PageResult{}, commitPoints{}, locked, dbErr("store: re-read run", err)
 	}
 	if !now.sameBarrier(run) {
-		return PageResult{}, commitPoints{}, refuse(codes.Superseded, "run changed: was %d/%s/%s, now %d/%s/%s",
+		return PageResult{}, commitPoints{}, locked, refuse(codes.Superseded, "run changed: was %d/%s/%s, now %d/%s/%s",
 			run.RunID, run.Phase, run.DescriptorHash, now.RunID, now.Phase, now.DescriptorHash)
 	}
 
@@ -179,45 +239,41 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 		cur, err = Genesis(scope), nil
 	}
 	if err != nil {
-		return PageResult{}, commitPoints{}, dbErr("store: re-read cursor", err)
+		return PageResult{}, commitPoints{}, locked, dbErr("store: re-read cursor", err)
 	}
 	pg := p.page
 	switch {
 	case cur.DescriptorHash != "" && cur.DescriptorHash != pg.DescriptorHash:
-		return PageResult{}, commitPoints{}, refuse(codes.DescriptorMismatch, "cursor descriptor %s, page %s", cur.DescriptorHash, pg.DescriptorHash)
+		return PageResult{}, commitPoints{}, locked, refuse(codes.DescriptorMismatch, "cursor descriptor %s, page %s", cur.DescriptorHash, pg.DescriptorHash)
 	case cur.ProtocolVersion != 0 && cur.ProtocolVersion != pg.ProtocolVersion:
-		return PageResult{}, commitPoints{}, refuse(codes.ProtocolMismatch, "cursor protocol %d, page %d", cur.ProtocolVersion, pg.ProtocolVersion)
-	case pg.AfterSeq != cur.VerifiedThroughSeq:
-		return PageResult{}, commitPoints{}, refuse(codes.CursorMoved, "page starts at %d, cursor is at %d", pg.AfterSeq, cur.VerifiedThroughSeq)
-	case pg.DigestAfter != cur.ChainDigest:
-		return PageResult{}, commitPoints{}, refuse(codes.ChainMismatch, "page digestAfter %s, cursor digest %s at seq %d", pg.DigestAfter, cur.ChainDigest, cur.VerifiedThroughSeq)
+		return PageResult{}, commitPoints{}, locked, refuse(codes.ProtocolMismatch, "cursor protocol %d, page %d", cur.ProtocolVersion, pg.ProtocolVersion)
+	case p.after != cur.VerifiedThroughSeq:
+		return PageResult{}, commitPoints{}, locked, refuse(codes.CursorMoved, "page starts at %d, cursor is at %d", p.after, cur.VerifiedThroughSeq)
+	case p.digestAfter != cur.ChainDigest:
+		return PageResult{}, commitPoints{}, locked, refuse(codes.ChainMismatch, "page digestAfter %s, cursor digest %s at seq %d", p.digestAfter, cur.ChainDigest, cur.VerifiedThroughSeq)
 	}
 	if cur.VerifiedThroughSeq == 0 {
 		// FR-APR07 bootstrap: a cursor at genesis trusts nothing derived
 		// before; drop any basis so every key is re-derived from its opening.
 		if _, err := tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1`, scope); err != nil {
-			return PageResult{}, commitPoints{}, dbErr("store: reset basis", err)
+			return PageResult{}, commitPoints{}, locked, dbErr("store: reset basis", err)
 		}
 	}
 
-	w := &pageTx{tx: tx, scope: scope, p: p}
 	if err := w.checkLegacy(ctx); err != nil {
-		return PageResult{}, commitPoints{}, err
-	}
-	if err := w.load(ctx); err != nil {
-		return PageResult{}, commitPoints{}, err
+		return PageResult{}, commitPoints{}, locked, err
 	}
 	if err := w.checkTrades(ctx); err != nil {
-		return PageResult{}, commitPoints{}, err
+		return PageResult{}, commitPoints{}, locked, err
 	}
 	if err := w.checkOrders(ctx); err != nil {
-		return PageResult{}, commitPoints{}, err
+		return PageResult{}, commitPoints{}, locked, err
 	}
 	if err := w.derive(ctx); err != nil {
-		return PageResult{}, commitPoints{}, err
+		return PageResult{}, commitPoints{}, locked, err
 	}
 	if err := w.write(ctx); err != nil {
-		return PageResult{}, commitPoints{}, err
+		return PageResult{}, commitPoints{}, locked, err
 	}
 
 	state := StateCatchingUp
@@ -226,11 +282,11 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 		// Before claiming completeness, no balance may exist that no page
 		// ever explained (FR-APR07 "re-verifies every retained row").
 		if err := w.checkPhantomBalances(ctx); err != nil {
-			return PageResult{}, commitPoints{}, err
+			return PageResult{}, commitPoints{}, locked, err
 		}
 	}
 	res := PageResult{
-		Scope: scope, AfterSeq: pg.AfterSeq, VerifiedThroughSeq: p.through, ChainDigest: p.digest,
+		Scope: scope, AfterSeq: p.after, VerifiedThroughSeq: p.through, ChainDigest: p.digest,
 		EventCount: cur.EventCount + int64(p.applied), BoundarySeq: pg.BoundarySeq, Applied: p.applied,
 		InsertedTrades: w.inserted, OrderEvents: w.orderEvents, TouchedKeys: len(p.keys), ChangedKeys: w.changed, State: state,
 	}
@@ -259,18 +315,18 @@ RETURNING last_verified_at`,
 			pg.BoundarySeq, state, cur.VerifiedThroughSeq, cur.ChainDigest, cur.LastObservedBoundarySeq).Scan(&verifiedAt)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return PageResult{}, commitPoints{}, refuse(codes.CursorMoved, "cursor of %q moved during the page", scope)
+		return PageResult{}, commitPoints{}, locked, refuse(codes.CursorMoved, "cursor of %q moved during the page", scope)
 	}
 	if err != nil {
-		return PageResult{}, commitPoints{}, dbErr("store: advance cursor", err)
+		return PageResult{}, commitPoints{}, locked, dbErr("store: advance cursor", err)
 	}
 	if h := s.hooks.beforeCommit; h != nil {
 		if err := h(ctx, tx); err != nil {
-			return PageResult{}, commitPoints{}, err
+			return PageResult{}, commitPoints{}, locked, err
 		}
 	}
 	return res, commitPoints{
 		pre:  commitPoint{through: cur.VerifiedThroughSeq, digest: cur.ChainDigest, verifiedAt: cur.LastVerifiedAt},
 		post: commitPoint{through: res.VerifiedThroughSeq, digest: res.ChainDigest, verifiedAt: verifiedAt},
-	}, nil
+	}, locked, nil
 }

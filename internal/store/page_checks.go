@@ -57,7 +57,8 @@ CREATE TEMP TABLE IF NOT EXISTS page_trades (trade_id text, trade_seq bigint, se
 CREATE TEMP TABLE IF NOT EXISTS page_keys (account text, instrument text) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS page_positions (account text, instrument text, quantity numeric, avg_cost numeric,
     opening_quantity numeric, opening_avg_cost numeric, opening_proven boolean, opening_seq bigint,
-    basis_quantity numeric, basis_avg_cost numeric, changed boolean) ON COMMIT DELETE ROWS;`
+    basis_quantity numeric, basis_avg_cost numeric, changed boolean) ON COMMIT DELETE ROWS;
+SET LOCAL plan_cache_mode = force_custom_plan;`
 
 var (
 	tradeCols = []string{"trade_id", "trade_seq", "seq", "instrument", "price", "quantity", "buy_order_id", "sell_order_id", "buy_account", "sell_account", "ts"}

@@ -35,21 +35,65 @@ import (
 // key is a position key.
 type key struct{ account, instrument string }
 
-// prepared is a page checked and decoded before any transaction starts: pure
-// work (decoding, hashing) never holds the projection write lock.
+// prepared is one write slice of a page, checked and decoded before any
+// transaction starts: pure work (decoding, hashing) never holds the
+// projection write lock. A slice is a page in every respect the transaction
+// checks (its own window, its own chain digests at both ends); see
+// slicePage.
 type prepared struct {
-	page     *source.Page
-	after    int64   // A: the cursor the page must start at
-	through  int64   // T': throughSeq, or frozen_seq for a DRAINING run if lower
-	digest   string  // chain digest through T'
-	applied  int     // events with seq <= T'
-	trades   [][]any // COPY rows of page_trades
-	orders   []*wire.Order
-	orderBy  map[orderKey]*wire.Order
-	tradeBy  map[string]*wire.Trade
-	openings map[key]*wire.Opening
-	keys     []key
-	fills    map[key][]fillRow // page trade legs by key (for trades found missing)
+	page        *source.Page
+	after       int64   // A: the cursor the slice must start at
+	digestAfter string  // chain digest through after
+	through     int64   // T': the slice's end (the page's throughSeq, or frozen_seq for a DRAINING run if lower, for the last slice)
+	digest      string  // chain digest through T'
+	applied     int     // events of the slice (all with after < seq <= T')
+	trades      [][]any // COPY rows of page_trades
+	orders      []*wire.Order
+	orderBy     map[orderKey]*wire.Order
+	tradeBy     map[string]*wire.Trade
+	openings    map[key]*wire.Opening
+	keys        []key
+	seenKey     map[key]bool
+	fills       map[key][]fillRow // slice trade legs by key (for trades found missing)
+}
+
+func newSlice(page *source.Page, after int64, digestAfter string) *prepared {
+	return &prepared{page: page, after: after, digestAfter: digestAfter,
+		tradeBy: map[string]*wire.Trade{}, orderBy: map[orderKey]*wire.Order{}, openings: map[key]*wire.Opening{},
+		seenKey: map[key]bool{}, fills: map[key][]fillRow{}}
+}
+
+func (p *prepared) addKey(k key) {
+	if !p.seenKey[k] {
+		p.seenKey[k] = true
+		p.keys = append(p.keys, k)
+	}
+}
+
+// add puts one decoded event of the slice into the rows and maps the
+// transaction needs.
+func (p *prepared) add(e wire.Event) {
+	p.applied++
+	switch {
+	case e.Trade != nil:
+		t := e.Trade
+		p.tradeBy[t.TradeID] = t
+		p.trades = append(p.trades, []any{t.TradeID, t.TradeSeq, t.Seq, t.Instrument, num(t.Price), num(t.Quantity),
+			t.BuyOrderID, t.SellOrderID, t.BuyAccount, t.SellAccount, tsSQL(t.TS)})
+		bk, sk := key{t.BuyAccount, t.Instrument}, key{t.SellAccount, t.Instrument}
+		p.addKey(bk)
+		p.addKey(sk)
+		p.fills[bk] = append(p.fills[bk], fillRow{tradeID: t.TradeID, seq: t.Seq, tradeSeq: t.TradeSeq, leg: 0, qty: t.Quantity, price: t.Price})
+		p.fills[sk] = append(p.fills[sk], fillRow{tradeID: t.TradeID, seq: t.Seq, tradeSeq: t.TradeSeq, leg: 1, qty: t.Quantity.Neg(), price: t.Price})
+	case e.Order != nil:
+		o := e.Order
+		p.orderBy[orderKey{o.OrderID, o.Version}] = o
+		p.orders = append(p.orders, o)
+	case e.Opening != nil:
+		k := key{e.Opening.Account, e.Opening.Instrument}
+		p.openings[k] = e.Opening
+		p.addKey(k)
+	}
 }
 
 // tsSQL is the SQL representation of a source timestamp: timestamptz keeps
@@ -59,10 +103,29 @@ type prepared struct {
 // rounding would disagree with what the live projector wrote.
 func tsSQL(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-// prepare verifies identity, ordering, decoding and the chain (FR-APR03/06/07)
-// and decodes the rows the transaction will need. It does not know the cursor;
-// the transaction checks afterSeq and digestAfter against it.
-func prepare(run Run, page *source.Page) (*prepared, error) {
+// pagePrep is a whole page verified before any transaction: header,
+// ordering, chain, explicit-recovery checkpoint, decoding and the page-wide
+// duplicate rules. Write slices are cut from it on demand (nextSlice), so
+// that each slice's size can follow how long the previous one held the
+// projection write lock (slice.go).
+type pagePrep struct {
+	page    *source.Page
+	decoded []wire.Event // the applied events (seq <= through)
+	digests []string     // digests[i]: the chain through event i
+	through int64        // T': throughSeq, or frozen_seq for a DRAINING run if lower
+
+	next        int    // first event not yet in a slice
+	after       int64  // where the next slice starts
+	digestAfter string // chain digest through after
+	cut         int    // slices cut so far
+}
+
+// prepare verifies identity, ordering, decoding and the chain of the WHOLE
+// page (FR-APR03/06/07). It does not know the cursor; each slice's
+// transaction checks its after and digestAfter against it. Slices are cut
+// only from a page that verified as a whole: a page whose chain or any event
+// fails writes nothing, not even a first slice.
+func prepare(run Run, page *source.Page) (*pagePrep, error) {
 	if err := run.Eligible(); err != nil {
 		return nil, err
 	}
@@ -90,92 +153,40 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 		return nil, refuse(codes.ExplicitCheckpointMismatch, "explicit-recovery checkpoint protocol %d, page %d", v, page.ProtocolVersion)
 	}
 
-	p := &prepared{page: page, after: page.AfterSeq, through: page.ThroughSeq,
-		tradeBy: map[string]*wire.Trade{}, orderBy: map[orderKey]*wire.Order{}, openings: map[key]*wire.Opening{}, fills: map[key][]fillRow{}}
+	through := page.ThroughSeq
 	if run.Phase == PhaseDraining {
 		// FR-APR09: a DRAINING scope is caught up only to its frozen sequence.
 		f := *run.FrozenSeq
 		if page.AfterSeq > f {
 			return nil, refuse(codes.BeyondFrozen, "afterSeq %d is past frozen seq %d", page.AfterSeq, f)
 		}
-		if f < p.through {
-			p.through = f
-		}
+		through = min(through, f)
 	}
 
 	// Chain: recompute every digest from digestAfter; the whole page must hash
 	// to digestThrough even when a DRAINING run keeps only a prefix, since that
-	// is what proves the kept events authentic.
-	d, digestAt := page.DigestAfter, page.DigestAfter
-	ckptDigest := page.DigestAfter
-	var last int64 = page.AfterSeq
-	seenKey := map[key]bool{}
-	addKey := func(k key) {
-		if !seenKey[k] {
-			seenKey[k] = true
-			p.keys = append(p.keys, k)
-		}
-	}
+	// is what proves the kept events authentic. digests[i] is the chain
+	// through event i: a slice ending there starts the next one from it.
+	digests := make([]string, len(page.Events))
+	d, ckptDigest := page.DigestAfter, page.DigestAfter
+	last, applied := page.AfterSeq, 0
 	for i, ev := range page.Events {
 		if ev.Seq <= page.AfterSeq || ev.Seq > page.ThroughSeq || ev.Seq < last {
 			return nil, refuse(codes.OrderingViolation, "event %d has seq %d outside (%d, %d] or before %d", i, ev.Seq, page.AfterSeq, page.ThroughSeq, last)
 		}
 		last = ev.Seq
 		d = chain.Next(d, ev.Wire)
+		digests[i] = d
 		if ck := run.RecoveryCheckpointSeq; ck != nil && ev.Seq <= *ck {
 			ckptDigest = d
 		}
-		if ev.Seq <= p.through {
-			digestAt = d // events beyond frozen are hashed for authenticity, never applied
-			p.applied++
-		}
-	}
-	decoded, err := decodeAll(page.Events[:p.applied])
-	if err != nil {
-		return nil, err
-	}
-	for i, e := range decoded {
-		ev := page.Events[i]
-		if e.Seq() != ev.Seq {
-			return nil, refuse(codes.OrderingViolation, "event %d: page seq %d, wire seq %d", i, ev.Seq, e.Seq())
-		}
-		switch {
-		case e.Trade != nil:
-			t := e.Trade
-			if p.tradeBy[t.TradeID] != nil {
-				return nil, refuse(codes.OrderingViolation, "trade %s appears twice in the page", t.TradeID)
-			}
-			p.tradeBy[t.TradeID] = t
-			p.trades = append(p.trades, []any{t.TradeID, t.TradeSeq, t.Seq, t.Instrument, num(t.Price), num(t.Quantity),
-				t.BuyOrderID, t.SellOrderID, t.BuyAccount, t.SellAccount, tsSQL(t.TS)})
-			bk, sk := key{t.BuyAccount, t.Instrument}, key{t.SellAccount, t.Instrument}
-			addKey(bk)
-			addKey(sk)
-			p.fills[bk] = append(p.fills[bk], fillRow{tradeID: t.TradeID, seq: t.Seq, tradeSeq: t.TradeSeq, leg: 0, qty: t.Quantity, price: t.Price})
-			p.fills[sk] = append(p.fills[sk], fillRow{tradeID: t.TradeID, seq: t.Seq, tradeSeq: t.TradeSeq, leg: 1, qty: t.Quantity.Neg(), price: t.Price})
-		case e.Order != nil:
-			o := e.Order
-			ok := orderKey{o.OrderID, o.Version}
-			if p.orderBy[ok] != nil {
-				return nil, refuse(codes.OrderingViolation, "order %s version %d appears twice in the page", o.OrderID, o.Version)
-			}
-			p.orderBy[ok] = o
-			p.orders = append(p.orders, o)
-		case e.Opening != nil:
-			k := key{e.Opening.Account, e.Opening.Instrument}
-			if p.openings[k] != nil {
-				return nil, refuse(codes.OpeningConflict, "two openings for %s/%s in the page", k.account, k.instrument)
-			}
-			p.openings[k] = e.Opening
-			addKey(k)
-		default:
-			return nil, refuse(codes.MalformedEvent, "event at seq %d has no payload", ev.Seq)
+		if ev.Seq <= through {
+			applied++ // events beyond frozen are hashed for authenticity, never applied
 		}
 	}
 	if d != page.DigestThrough {
 		return nil, refuse(codes.ChainMismatch, "events hash to %s, page claims digestThrough %s", d, page.DigestThrough)
 	}
-	p.digest = digestAt
 	// FR-APR07: the explicit-recovery checkpoint is only an identity
 	// cross-check: when the page covers its seq, the chain there must match.
 	if ck := run.RecoveryCheckpointSeq; ck != nil && run.RecoveryCheckpointDigest != "" &&
@@ -184,7 +195,84 @@ func prepare(run Run, page *source.Page) (*prepared, error) {
 			return nil, refuse(codes.ExplicitCheckpointMismatch, "chain at explicit-recovery checkpoint seq %d is %s, run records %s", *ck, ckptDigest, run.RecoveryCheckpointDigest)
 		}
 	}
-	return p, nil
+	decoded, err := decodeAll(page.Events[:applied])
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDecoded(page, decoded); err != nil {
+		return nil, err
+	}
+	return &pagePrep{page: page, decoded: decoded, digests: digests[:applied], through: through,
+		after: page.AfterSeq, digestAfter: page.DigestAfter}, nil
+}
+
+// checkDecoded applies the page-wide rules to the decoded events: the wire
+// seq is the page's, and no trade, order version or opening appears twice in
+// the PAGE (not only within a slice).
+func checkDecoded(page *source.Page, decoded []wire.Event) error {
+	trades := make(map[string]bool, len(decoded)/3)
+	orders := make(map[orderKey]bool, len(decoded)/2)
+	openings := map[key]bool{}
+	for i, e := range decoded {
+		ev := page.Events[i]
+		if e.Seq() != ev.Seq {
+			return refuse(codes.OrderingViolation, "event %d: page seq %d, wire seq %d", i, ev.Seq, e.Seq())
+		}
+		switch {
+		case e.Trade != nil:
+			if trades[e.Trade.TradeID] {
+				return refuse(codes.OrderingViolation, "trade %s appears twice in the page", e.Trade.TradeID)
+			}
+			trades[e.Trade.TradeID] = true
+		case e.Order != nil:
+			ok := orderKey{e.Order.OrderID, e.Order.Version}
+			if orders[ok] {
+				return refuse(codes.OrderingViolation, "order %s version %d appears twice in the page", ok.id, ok.version)
+			}
+			orders[ok] = true
+		case e.Opening != nil:
+			k := key{e.Opening.Account, e.Opening.Instrument}
+			if openings[k] {
+				return refuse(codes.OpeningConflict, "two openings for %s/%s in the page", k.account, k.instrument)
+			}
+			openings[k] = true
+		default:
+			return refuse(codes.MalformedEvent, "event at seq %d has no payload", ev.Seq)
+		}
+	}
+	return nil
+}
+
+// done reports whether every slice of the page has been cut (an empty or
+// idle page still has one, which moves nothing but the verification time).
+func (pp *pagePrep) done() bool { return pp.cut > 0 && pp.next == len(pp.decoded) }
+
+// nextSlice cuts the next write slice: at least n events (n <= 0: the rest
+// of the page), extended to the end of the command the n-th event belongs
+// to. Slices end only between two events of different seqs, because a
+// command's events share its consensus seq and the cursor moves by whole
+// seqs; the last slice ends at through, which may lie past its last event
+// (the page's throughSeq also covers commands without outputs).
+func (pp *pagePrep) nextSlice(n int) *prepared {
+	sl := newSlice(pp.page, pp.after, pp.digestAfter)
+	i := pp.next
+	for ; i < len(pp.decoded); i++ {
+		if n > 0 && sl.applied >= n && pp.decoded[i].Seq() != pp.decoded[i-1].Seq() {
+			break
+		}
+		sl.add(pp.decoded[i])
+	}
+	pp.next, pp.cut = i, pp.cut+1
+	if i == len(pp.decoded) {
+		sl.through, sl.digest = pp.through, pp.digestAfter
+		if i > 0 {
+			sl.digest = pp.digests[i-1]
+		}
+	} else {
+		sl.through, sl.digest = pp.decoded[i-1].Seq(), pp.digests[i-1]
+	}
+	pp.after, pp.digestAfter = sl.through, sl.digest
+	return sl
 }
 
 // num converts a decimal to pgx's numeric without a string round trip

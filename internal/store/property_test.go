@@ -166,6 +166,8 @@ type propCase struct {
 	WDeliver    float64  // weight of "the live projector receives an event"
 	WPage       float64  // weight of "recovery applies a page"
 	Schedule    uint64   // seed of the interleaving
+	SliceEvents int      // write slice size (store.SetSliceEvents); 0: slices sized by the lock budget
+	MidPage     float64  // probability that the live projector receives events between two slices of a page
 }
 
 // drawCase draws a case. Sizes favour small cases (most bugs need few
@@ -219,6 +221,10 @@ func drawCase(seed uint64) propCase {
 	// (a page after every command or two) still comes up whenever WPage
 	// draws near WStep.
 	c.WStep, c.WDeliver, c.WPage = r.Float64()+0.01, r.Float64()+0.01, r.Float64()/2+0.01
+	// Drawn last, so every field above is what it was for the same seed
+	// before pages committed in slices.
+	c.SliceEvents = []int{0, 1, 1 + r.IntN(5), 1 + r.IntN(40)}[r.IntN(4)]
+	c.MidPage = []float64{0, 0.3, 1}[r.IntN(3)]
 	return c
 }
 
@@ -308,6 +314,38 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 	var pages, refusedSizes, delivered int
 	var inStep, inLive, inPage, inApply time.Duration // wall time per action kind (reported, to size the cases)
 	verified := int64(0)
+	// deliver hands the live projector one pending event (the oldest, or a
+	// random one with probability Reorder), maybe keeping it for a
+	// redelivery.
+	deliver := func() {
+		pending, feed.msgs = append(pending, feed.msgs...), nil
+		if len(pending) == 0 {
+			return
+		}
+		i := 0
+		if r.Float64() < c.Reorder {
+			i = r.IntN(len(pending))
+		}
+		msg := pending[i]
+		pending = append(pending[:i], pending[i+1:]...)
+		if r.Float64() < c.Redeliver {
+			pending = append(pending, msg)
+		}
+		if err := live.ApplyWire(propCtx, w.trade, scope, msg); err != nil {
+			t.Fatalf("live projector: %v", err)
+		}
+		delivered++
+	}
+	// A page commits in write slices and the projection write lock is free
+	// between them: live writes land there (issue 14), and the page's later
+	// slices must keep them (R1) and end in the replay all the same.
+	w.s.SetSliceEvents(c.SliceEvents)
+	w.s.SetAfterCommit(func(string) {
+		for k := r.IntN(4); k > 0 && r.Float64() < c.MidPage; k-- {
+			deliver()
+		}
+	})
+	defer w.s.SetAfterCommit(nil)
 	for {
 		canStep, canDeliver := int(lg.Committed()) < c.Commands, len(pending) > 0 || len(feed.msgs) > 0
 		canPage := verified < lg.Committed()
@@ -329,20 +367,7 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 			}
 			inStep += time.Since(began)
 		case x < weight(canStep, c.WStep)+weight(canDeliver, c.WDeliver):
-			pending, feed.msgs = append(pending, feed.msgs...), nil
-			i := 0
-			if r.Float64() < c.Reorder {
-				i = r.IntN(len(pending))
-			}
-			msg := pending[i]
-			pending = append(pending[:i], pending[i+1:]...)
-			if r.Float64() < c.Redeliver {
-				pending = append(pending, msg)
-			}
-			if err := live.ApplyWire(propCtx, w.trade, scope, msg); err != nil {
-				t.Fatalf("live projector: %v", err)
-			}
-			delivered++
+			deliver()
 			inLive += time.Since(began)
 		default:
 			cur, err := w.s.ReadCursor(propCtx, scope)

@@ -44,6 +44,7 @@ type Store struct {
 	pool        *pgxpool.Pool
 	hooks       hooks
 	afterCommit func(scope string)
+	slices      sliceSizer
 	// schemaNewerLogged: EnsureSchema logs a schema newer than this binary
 	// once per Store, not on every call.
 	schemaNewerLogged atomic.Bool

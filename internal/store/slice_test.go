@@ -1,0 +1,288 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/projection-recovery/projection-recovery/internal/chain"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
+)
+
+func TestNextSliceSize(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name        string
+		cur, events int
+		held        time.Duration
+		want        int
+	}{
+		{"on budget stays", 1000, 1000, 20 * ms, 1000},
+		{"twice the budget moves halfway to half", 1000, 1000, 40 * ms, 750},
+		{"half the budget moves halfway to double", 1000, 1000, 10 * ms, 1500},
+		{"a slice extended past its size to end a command counts its events", 100, 300, 20 * ms, 200},
+		{"no measurable hold doubles", 400, 400, 0, 600},
+		{"never below the floor", 60, 60, 2 * time.Second, minSliceEvents},
+		{"never above the contract's page", 9000, 9000, ms, maxSliceEvents},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nextSliceSize(tc.cur, tc.events, tc.held, 20*ms); got != tc.want {
+				t.Fatalf("nextSliceSize(%d, %d, %v) = %d, want %d", tc.cur, tc.events, tc.held, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSliceSizer(t *testing.T) {
+	t.Run("budget sizing per scope, from the first size", func(t *testing.T) {
+		var z sliceSizer
+		if got := z.size("a"); got != firstSliceEvents {
+			t.Fatalf("first size %d", got)
+		}
+		z.observe("a", 250, 250, 5*time.Millisecond) // 4x under the default budget
+		if got, other := z.size("a"), z.size("b"); got != (250+1000)/2 || other != firstSliceEvents {
+			t.Fatalf("after a fast slice: a %d, b %d", got, other)
+		}
+	})
+	t.Run("a page's short tail slice teaches nothing", func(t *testing.T) {
+		var z sliceSizer
+		z.observe("a", 250, 12, 5*time.Millisecond)
+		if got := z.size("a"); got != firstSliceEvents {
+			t.Fatalf("size %d after a tail slice", got)
+		}
+	})
+	t.Run("a fixed size wins, a negative budget commits whole pages", func(t *testing.T) {
+		z := sliceSizer{fixed: 7}
+		if got := z.size("a"); got != 7 {
+			t.Fatalf("fixed: %d", got)
+		}
+		z = sliceSizer{budget: -1}
+		if got := z.size("a"); got != 0 {
+			t.Fatalf("no slicing: %d", got)
+		}
+	})
+}
+
+// sliceLedger: seqs 1..6, where seq 2 is one command of three events (an
+// order, its counter-order, their trade) and seq 4 has no outputs (the
+// page's throughSeq covers it).
+func sliceLedger(t *testing.T) *storetest.Ledger {
+	t.Helper()
+	return storetest.NewLedger(t, 6,
+		storetest.Opening(1, "A", "ACME", "5", "10"),
+		storetest.Order(2, "o1", 1, "A", "ACME", wire.SideBuy, "100", "10", "0", wire.StatusFilled),
+		storetest.Order(2, "o2", 1, "B", "ACME", wire.SideSell, "100", "10", "0", wire.StatusFilled),
+		storetest.Trade(2, 1, "t1", "ACME", "100", "10", "A", "B"),
+		storetest.Trade(3, 2, "t2", "ACME", "120", "2", "B", "A"),
+		storetest.Trade(5, 3, "t3", "ACME", "90", "1", "A", "C"),
+		storetest.Trade(6, 4, "t4", "ACME", "95", "3", "C", "B"),
+	)
+}
+
+// Slices end only between commands, chain on from one another, and the
+// last one ends at the page's throughSeq.
+func TestNextSlice_CutsBetweenCommands(t *testing.T) {
+	src := sliceLedger(t)
+	run := Run{RunID: 1, Scope: "s", Phase: PhaseActive, Selected: true, Managed: true, Epoch: 1, DescriptorHash: testDescriptor, ProtocolVersion: 1}
+	for _, tc := range []struct {
+		n       int
+		through []int64
+		events  []int
+	}{
+		{0, []int64{6}, []int{7}},
+		{1, []int64{1, 2, 3, 5, 6}, []int{1, 3, 1, 1, 1}},
+		{2, []int64{2, 5, 6}, []int{4, 2, 1}},
+		{3, []int64{2, 6}, []int{4, 3}},
+		{100, []int64{6}, []int{7}},
+	} {
+		t.Run("", func(t *testing.T) {
+			pp, err := prepare(run, src.Page(0, 100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, digest := int64(0), chain.Genesis
+			var through []int64
+			var events []int
+			for !pp.done() {
+				sl := pp.nextSlice(tc.n)
+				if sl.after != after || sl.digestAfter != digest {
+					t.Fatalf("slice starts at %d/%s, the previous ended at %d/%s", sl.after, sl.digestAfter, after, digest)
+				}
+				if want := src.DigestThrough(sl.through); sl.digest != want {
+					t.Fatalf("slice through %d: digest %s, chain %s", sl.through, sl.digest, want)
+				}
+				through, events = append(through, sl.through), append(events, sl.applied)
+				after, digest = sl.through, sl.digest
+			}
+			if !equal(through, tc.through) || !equal(events, tc.events) {
+				t.Fatalf("n=%d: slices through %v with %v events, want %v with %v", tc.n, through, events, tc.through, tc.events)
+			}
+		})
+	}
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A page commits slice by slice: every slice moves the cursor, the positions
+// end as the replay says, and a page that fails in a later slice keeps the
+// earlier ones (each a verified page of its own) and reports them; the
+// failing slice writes nothing.
+func TestApplyPage_CommitsInSlices(t *testing.T) {
+	t.Parallel()
+	t.Run("every slice commits and the page ends in the replay", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		s.SetSliceEvents(1)
+		run := addRun(t, s, "s", PhaseActive, nil)
+		l := lease(t, s, "s", "w")
+		src := sliceLedger(t)
+		var afterCommits int
+		s.SetAfterCommit(func(string) { afterCommits++ })
+		res, err := s.ApplyPage(ctxb, l, run, src.Page(0, 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Slices != 5 || len(res.LockHeld) != 5 || res.Applied != 7 || res.VerifiedThroughSeq != 6 || !res.Current() || res.EventCount != 7 || res.AfterSeq != 0 {
+			t.Fatalf("%+v", res)
+		}
+		if afterCommits != 5 {
+			t.Fatalf("after-commit ran %d times, want once per slice", afterCommits)
+		}
+		storetest.AssertPositions(t, s.Pool(), "s", src.Decoded)
+		c, err := s.ReadCursor(ctxb, "s")
+		if err != nil || c.VerifiedThroughSeq != 6 || c.ChainDigest != src.DigestThrough(6) || c.EventCount != 7 {
+			t.Fatalf("cursor %+v %v", c, err)
+		}
+	})
+	t.Run("a refused slice keeps the slices before it", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		s.SetSliceEvents(2)
+		run := addRun(t, s, "s", PhaseActive, nil)
+		l := lease(t, s, "s", "w")
+		src := sliceLedger(t)
+		// An orphan in the second slice's window (2, 5].
+		seedTrade(t, s, "s", storetest.Trade(4, 9, "ghost", "ACME", "1", "1", "X", "Y"), i64(4), "BOOKED")
+		var afterFirst string
+		s.SetAfterCommit(func(string) { afterFirst = snapshotWhere(t, s, 2) })
+		res, err := s.ApplyPage(ctxb, l, run, src.Page(0, 100))
+		wantCode(t, err, codes.OrphanTrade)
+		if !res.Committed() || res.Slices != 1 || res.VerifiedThroughSeq != 2 || res.ChainDigest != src.DigestThrough(2) || res.Applied != 4 || res.Current() {
+			t.Fatalf("%+v", res)
+		}
+		c, err := s.ReadCursor(ctxb, "s")
+		if err != nil || c.VerifiedThroughSeq != 2 || c.ChainDigest != src.DigestThrough(2) {
+			t.Fatalf("cursor %+v %v", c, err)
+		}
+		if after := snapshotWhere(t, s, 2); afterFirst == "" || after != afterFirst {
+			t.Fatalf("the refused slice wrote:\nafter the first slice %s\nafter the page        %s", afterFirst, after)
+		}
+	})
+	t.Run("a page refused as a whole writes nothing", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		s.SetSliceEvents(1)
+		run := addRun(t, s, "s", PhaseActive, nil)
+		l := lease(t, s, "s", "w")
+		page := sliceLedger(t).Page(0, 100)
+		page.Events[len(page.Events)-1].Wire = append([]byte(nil), page.Events[len(page.Events)-1].Wire...)
+		page.Events[len(page.Events)-1].Wire[10] ^= 1 // the last event no longer hashes to digestThrough
+		before := snapshot(t, s)
+		res, err := s.ApplyPage(ctxb, l, run, page)
+		wantCode(t, err, codes.ChainMismatch)
+		if res.Committed() || snapshot(t, s) != before {
+			t.Fatalf("a page whose chain fails wrote its first slices: %+v", res)
+		}
+	})
+}
+
+// snapshotWhere dumps the rows a page could write past seq (trades and order
+// versions beyond it, positions, the cursor), to prove a refused slice wrote
+// nothing.
+func snapshotWhere(t *testing.T, s *Store, seq int64) string {
+	t.Helper()
+	var out string
+	err := adminOf(t, s).QueryRow(ctxb, `SELECT concat_ws(' | ',
+  (SELECT string_agg(trade_id, ',' ORDER BY trade_id) FROM trades WHERE seq > $1 AND written_by = 'recovery'),
+  (SELECT string_agg(order_id || 'v' || version, ',' ORDER BY order_id, version) FROM order_events WHERE seq > $1),
+  (SELECT string_agg(account || '/' || instrument || '=' || quantity || '@' || avg_cost, ',' ORDER BY account, instrument) FROM positions),
+  (SELECT string_agg(verified_through_seq || ':' || chain_digest, ',') FROM projection_catchup_cursor))`, seq).Scan(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Every slice runs READ COMMITTED whatever the database's default (under
+// REPEATABLE READ its snapshot would predate the projection write lock and
+// miss what the live projector committed while the slice waited), and with
+// custom plans (a generic plan of the window queries, chosen after a few
+// executions on a pooled connection, scanned the whole scope per slice).
+func TestApplyPage_ReadCommittedWithCustomPlans(t *testing.T) {
+	t.Parallel()
+	base := newStore(t)
+	cfg := base.Pool().Config().Copy()
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+	pool, err := pgxpool.NewWithConfig(ctxb, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := New(pool)
+	admins.Store(s, adminOf(t, base))
+	t.Cleanup(func() { admins.Delete(s) })
+	s.SetSliceEvents(2)
+	run := addRun(t, s, "s", PhaseActive, nil)
+	l := lease(t, s, "s", "w")
+	var seen []string
+	s.hooks.beforeCommit = func(ctx context.Context, tx pgx.Tx) error {
+		var iso, plans string
+		if err := tx.QueryRow(ctx, `SELECT current_setting('transaction_isolation'), current_setting('plan_cache_mode')`).Scan(&iso, &plans); err != nil {
+			return err
+		}
+		seen = append(seen, iso+"/"+plans)
+		return nil
+	}
+	if _, err := s.ApplyPage(ctxb, l, run, sliceLedger(t).Page(0, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 3 {
+		t.Fatalf("slices seen %v", seen)
+	}
+	for _, v := range seen {
+		if v != "read committed/force_custom_plan" {
+			t.Fatalf("a slice ran as %s (want read committed/force_custom_plan)", v)
+		}
+	}
+}
