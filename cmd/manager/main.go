@@ -159,6 +159,11 @@ func parseFlags(args []string) (options, error) {
 		// The CRD's schedule.interval bounds: a value outside them could never be stored.
 		return o, &usageError{fmt.Errorf("--reconcile-every must be 0 (off) or between 1m and 168h, got %s", o.reconcileEvery)}
 	}
+	if o.writeSliceBudget > 0 && (o.writeSliceBudget < time.Millisecond || o.writeSliceBudget > 10*time.Second) {
+		// Below a millisecond every slice would be a few events of fixed
+		// cost; above seconds it is no bound at all (negative says "whole pages").
+		return o, &usageError{fmt.Errorf("--write-slice-budget must be negative (whole pages) or between 1ms and 10s, got %s", o.writeSliceBudget)}
+	}
 	if o.syncPeriod < time.Minute {
 		return o, &usageError{fmt.Errorf("--sync-period must be at least 1m, got %s", o.syncPeriod)}
 	}
@@ -342,7 +347,7 @@ func run(args []string) error {
 		return err
 	}
 
-	log.Info("starting manager", "version", versionString(), "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect, "watchNamespaces", o.watchNamespaces, "metricsSecure", o.metricsSecure, "reconcileEvery", o.reconcileEvery.String())
+	log.Info("starting manager", "version", versionString(), "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect, "watchNamespaces", o.watchNamespaces, "metricsSecure", o.metricsSecure, "reconcileEvery", o.reconcileEvery.String(), "writeSliceBudget", o.writeSliceBudget.String())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

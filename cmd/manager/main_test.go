@@ -24,6 +24,8 @@ import (
 	goruntime "runtime"
 	"strings"
 	"testing"
+
+	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
 func TestParseFlags_DefaultsAndErrors(t *testing.T) {
@@ -45,6 +47,14 @@ func TestParseFlags_DefaultsAndErrors(t *testing.T) {
 			t.Errorf("parseFlags(%s) = %v, want accepted", ok, err)
 		}
 	}
+	for _, ok := range []string{"--write-slice-budget=50ms", "--write-slice-budget=-1s", "--write-slice-budget=10s"} {
+		if _, err := parseFlags([]string{ok}); err != nil {
+			t.Errorf("parseFlags(%s) = %v, want accepted", ok, err)
+		}
+	}
+	if o.writeSliceBudget != store.DefaultSliceBudget {
+		t.Errorf("--write-slice-budget defaults to %s, want %s", o.writeSliceBudget, store.DefaultSliceBudget)
+	}
 	if _, err := parseFlags([]string{"--reconcile-every=169h"}); err == nil || !strings.Contains(err.Error(), "reconcile-every") {
 		t.Errorf("--reconcile-every=169h = %v, want refused (the CRD's schedule.interval bound)", err)
 	}
@@ -55,6 +65,7 @@ func TestParseFlags_DefaultsAndErrors(t *testing.T) {
 		"reconcile-every":           {"--reconcile-every=30s"},
 		"watch-namespace":           {"--watch-namespace=team-a,Team_B"},
 		"listed twice":              {"--watch-namespace=team-a,team-a"},
+		"write-slice-budget":        {"--write-slice-budget=11s"},
 	}
 	for want, args := range cases {
 		t.Run(want, func(t *testing.T) {

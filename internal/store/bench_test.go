@@ -29,6 +29,16 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )
 
+// benchStore is newStore with PROJECTION_BENCH_SLICE_BUDGET applied (a Go
+// duration; negative: whole pages), to compare slicing modes.
+func benchStore(b *testing.B) *Store {
+	s := newStore(b)
+	if d, err := time.ParseDuration(os.Getenv("PROJECTION_BENCH_SLICE_BUDGET")); err == nil {
+		s.SetSliceBudget(d)
+	}
+	return s
+}
+
 func benchEvents() int {
 	if v, err := strconv.Atoi(os.Getenv("PROJECTION_BENCH_EVENTS")); err == nil && v > 0 {
 		return v
@@ -43,7 +53,7 @@ func benchEvents() int {
 // next page overlapping with ApplyPrepared of the current one, as a worker
 // that fetches ahead would run.
 func catchUpRun(b *testing.B, n int) (*Store, time.Duration, int) {
-	s := newStore(b)
+	s := benchStore(b)
 	run := addRun(b, s, "b", PhaseActive, nil)
 	took, events := applyPages(b, s, run, sourcePages(b, n))
 	return s, took, events
@@ -65,7 +75,7 @@ func sourcePages(b *testing.B, n int) []*source.Page { return storetest.StreamPa
 func BenchmarkReverifyFromGenesis(b *testing.B) {
 	n := benchEvents()
 	for i := 0; i < b.N; i++ {
-		s := newStore(b)
+		s := benchStore(b)
 		run := addRun(b, s, "b", PhaseActive, nil)
 		pages := sourcePages(b, n)
 		applyPages(b, s, run, pages)

@@ -43,6 +43,8 @@ type PageResult struct {
 	OrderEvents        int64  // order versions newly persisted
 	TouchedKeys        int    // position keys re-derived (a key counts once per slice that touched it)
 	ChangedKeys        int    // keys whose position differs from the pre-slice value (outbox rows, R2)
+	NewerLegs          int64  // retained trade legs newer than the page re-folded into its keys (R1), per slice
+	LockWaited         bool   // a transaction was waiting for the projection write lock when the last slice finished
 	State              string // CURRENT or CATCHING_UP
 	Slices             int    // write slices committed: each moved the cursor in its own transaction
 	// LockHeld is how long each committed slice held the projection write
@@ -123,10 +125,10 @@ func (s *Store) PreparePage(run Run, page *source.Page) (*PreparedPage, error) {
 
 // ApplyPrepared commits a prepared page slice by slice (ApplyPage from step
 // 2 on). run must be the run the page was prepared against. The projection
-// write lock is released between slices, and each slice is sized so that it
-// holds the lock for about the store's slice budget (slice.go), so a live
-// write waits for at most one short slice, never for a whole page
-// (docs/live-writes.md).
+// write lock is released between slices, and while live writes wait for it
+// each slice is sized to hold it for about the store's slice budget
+// (slice.go), so a live write waits for one short slice, never for a whole
+// page (docs/live-writes.md). A PreparedPage is applied once.
 func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *PreparedPage) (PageResult, error) {
 	if l.Scope != run.Scope {
 		return PageResult{}, fmt.Errorf("store: lease is for scope %q, run for %q", l.Scope, run.Scope)
@@ -145,7 +147,7 @@ func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *Prepare
 		if err != nil {
 			return total, err
 		}
-		s.slices.observe(run.Scope, n, sl.applied, held)
+		s.slices.observe(run.Scope, n, sliceObservation{events: sl.applied, held: held, newer: res.NewerLegs, waited: res.LockWaited})
 		total = total.plus(res)
 		total.LockHeld = append(total.LockHeld, held)
 	}
@@ -288,12 +290,14 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 	res := PageResult{
 		Scope: scope, AfterSeq: p.after, VerifiedThroughSeq: p.through, ChainDigest: p.digest,
 		EventCount: cur.EventCount + int64(p.applied), BoundarySeq: pg.BoundarySeq, Applied: p.applied,
-		InsertedTrades: w.inserted, OrderEvents: w.orderEvents, TouchedKeys: len(p.keys), ChangedKeys: w.changed, State: state,
+		InsertedTrades: w.inserted, OrderEvents: w.orderEvents, TouchedKeys: len(p.keys), ChangedKeys: w.changed, NewerLegs: w.newer, State: state,
 	}
 	// Compare-and-set on the cursor we read: if anything moved it, refuse.
 	// RETURNING the new last_verified_at: with verified-through and digest it
 	// is the commit point resolveCommit recognises (an idle page keeps both
 	// and moves only this timestamp).
+	// RETURNING also says whether a live write is waiting for the lock
+	// now: the slice sizer keeps slices short only while someone waits.
 	var verifiedAt *time.Time
 	if !cur.Exists {
 		err = tx.QueryRow(ctx, `
@@ -301,8 +305,8 @@ INSERT INTO projection_catchup_cursor (scope, descriptor_hash, protocol_version,
     event_count, last_observed_boundary_seq, state, blocked_reason, last_verified_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, clock_timestamp())
 ON CONFLICT (scope) DO NOTHING
-RETURNING last_verified_at`, scope, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest,
-			res.EventCount, pg.BoundarySeq, state).Scan(&verifiedAt)
+RETURNING last_verified_at, `+writeLockWaitedSQL, scope, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest,
+			res.EventCount, pg.BoundarySeq, state).Scan(&verifiedAt, &res.LockWaited)
 	} else {
 		err = tx.QueryRow(ctx, `
 UPDATE projection_catchup_cursor
@@ -310,9 +314,9 @@ UPDATE projection_catchup_cursor
        last_observed_boundary_seq = greatest(last_observed_boundary_seq, $7), state = $8, blocked_reason = NULL,
        last_verified_at = clock_timestamp(), updated_at = clock_timestamp()
  WHERE scope = $1 AND verified_through_seq = $9 AND chain_digest = $10 AND last_observed_boundary_seq = $11
-RETURNING last_verified_at`,
+RETURNING last_verified_at, `+writeLockWaitedSQL,
 			scope, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest, res.EventCount,
-			pg.BoundarySeq, state, cur.VerifiedThroughSeq, cur.ChainDigest, cur.LastObservedBoundarySeq).Scan(&verifiedAt)
+			pg.BoundarySeq, state, cur.VerifiedThroughSeq, cur.ChainDigest, cur.LastObservedBoundarySeq).Scan(&verifiedAt, &res.LockWaited)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return PageResult{}, commitPoints{}, locked, refuse(codes.CursorMoved, "cursor of %q moved during the page", scope)

@@ -109,6 +109,9 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 			return dbErr("store: scan retained trade", err)
 		}
 		retained[k] = append(retained[k], f)
+		if f.Seq > w.p.through {
+			w.newer++
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

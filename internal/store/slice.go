@@ -24,11 +24,12 @@ import (
 // Write slices (issue 14, docs/live-writes.md). A fetched page commits in
 // slices, each one transaction under the projection write lock that the
 // live projector also takes for every write. The lock is released between
-// slices, so a live write waits for one slice at most; the slice size
-// follows how long the previous slices held the lock, so that one holds it
-// for about the budget whatever the workload (a bootstrap into an empty
-// projection, a re-verification folding long histories, a machine under
-// load).
+// slices, so a live write waits for one slice at most. While live writes
+// wait for the lock, a slice is sized to hold it for about the budget,
+// whatever the workload (a bootstrap into an empty projection, a machine
+// under load); while nobody waits, slices grow to whole pages, so a scope
+// nobody writes live catches up at full speed (a slice pays a fixed cost:
+// the lease, run and cursor re-reads and the rows of every key it touches).
 const (
 	// DefaultSliceBudget is how long a slice aims to hold the projection
 	// write lock.
@@ -42,6 +43,13 @@ const (
 	minSliceEvents = 50
 	// maxSliceEvents is the source contract's maximum page.
 	maxSliceEvents = 10_000
+	// quietSlices is how many slices in a row must end with nobody waiting
+	// for the lock before slices grow.
+	quietSlices = 3
+	// newerFactor: a slice that re-folded more than this many retained
+	// legs newer than itself per event of its own is dominated by them
+	// (see sliceSizer.observe).
+	newerFactor = 8
 )
 
 // SetSliceBudget sets how long a write slice aims to hold the projection
@@ -50,7 +58,7 @@ const (
 func (s *Store) SetSliceBudget(d time.Duration) {
 	s.slices.mu.Lock()
 	defer s.slices.mu.Unlock()
-	s.slices.budget, s.slices.n = d, nil
+	s.slices.budget, s.slices.n, s.slices.whole, s.slices.quiet = d, nil, nil, nil
 }
 
 // SetSliceEvents fixes every write slice at n events (extended to the end of
@@ -62,12 +70,22 @@ func (s *Store) SetSliceEvents(n int) {
 	s.slices.fixed = n
 }
 
-// sliceSizer remembers, per scope, the slice size to cut next.
+// sliceSizer remembers, per scope, the slice size to cut next, and whether
+// the scope's slices are dominated by newer retained trades.
 type sliceSizer struct {
 	mu     sync.Mutex
 	budget time.Duration
 	fixed  int
 	n      map[string]int
+	// quiet counts the scope's slices in a row that ended with nobody
+	// waiting for the lock.
+	quiet map[string]int
+	// whole: the scope's last slice re-folded far more retained legs newer
+	// than itself than it had events (a re-verification after a cursor
+	// reset, where "newer" is the rest of the history). Every slice pays
+	// that re-fold again, so slicing would multiply it by the slices per
+	// page; such a scope commits whole pages until it is no longer so.
+	whole map[string]bool
 }
 
 // size is the number of events the next slice of scope should hold; <= 0:
@@ -78,7 +96,7 @@ func (z *sliceSizer) size(scope string) int {
 	switch {
 	case z.fixed > 0:
 		return z.fixed
-	case z.budget < 0:
+	case z.budget < 0, z.whole[scope]:
 		return 0
 	}
 	if n, ok := z.n[scope]; ok {
@@ -87,36 +105,69 @@ func (z *sliceSizer) size(scope string) int {
 	return firstSliceEvents
 }
 
-// observe records that a slice of events held the lock for held, when it was
-// cut at the requested size (a page's short tail slice says little about the
-// rate: its fixed cost dominates).
-func (z *sliceSizer) observe(scope string, requested, events int, held time.Duration) {
+// sliceObservation is what a committed slice measured.
+type sliceObservation struct {
+	events int           // events in the slice
+	held   time.Duration // projection write lock held, granted to committed
+	newer  int64         // retained legs newer than the slice re-folded (R1)
+	waited bool          // a transaction waited for the lock when the slice finished
+}
+
+// observe records a slice cut at the requested size (0: the rest of the
+// page). A slice shorter than requested (a page's tail) teaches no rate: its
+// fixed cost dominates.
+func (z *sliceSizer) observe(scope string, requested int, o sliceObservation) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if z.fixed > 0 || z.budget < 0 || requested <= 0 || events < requested {
+	if z.fixed > 0 || z.budget < 0 || (requested > 0 && o.events < requested) {
 		return
 	}
+	if z.whole == nil {
+		z.whole, z.n, z.quiet = map[string]bool{}, map[string]int{}, map[string]int{}
+	}
+	if o.newer > int64(newerFactor*o.events) {
+		z.whole[scope] = true
+		return
+	}
+	delete(z.whole, scope)
+	cur := requested
+	if cur <= 0 {
+		cur = maxSliceEvents
+	}
+	if !o.waited {
+		// Nobody waits: after quietSlices such slices in a row, grow
+		// towards whole pages (a live write that comes then waits for one
+		// such slice, and the next is back at the budget). One quiet slice
+		// is not enough: a steady live writer is now and then between two
+		// of its own transactions when a slice ends.
+		if z.quiet[scope]++; z.quiet[scope] >= quietSlices {
+			z.n[scope] = min(2*cur, maxSliceEvents)
+		}
+		return
+	}
+	delete(z.quiet, scope)
 	budget := z.budget
 	if budget == 0 {
 		budget = DefaultSliceBudget
 	}
-	if z.n == nil {
-		z.n = map[string]int{}
-	}
-	z.n[scope] = nextSliceSize(requested, events, held, budget)
+	z.n[scope] = nextSliceSize(cur, o.events, o.held, budget)
 }
 
 // nextSliceSize is the size after a slice of events, cut at size cur, held
-// the lock for held: the size that would have held it for budget at the
-// same rate, averaged with cur so that one outlier moves it only halfway
-// (the fixed point is a slice that holds the lock for the budget), within
+// the lock for held while a live write waited: the size that would have held
+// it for budget at the same rate. Down at once (a live write is waiting
+// now), up halfway (one fast slice is not yet a trend); within
 // [minSliceEvents, maxSliceEvents].
 func nextSliceSize(cur, events int, held, budget time.Duration) int {
 	target := 2 * cur
 	if held > 0 {
 		target = int(float64(events) * float64(budget) / float64(held))
 	}
-	return min(max((cur+target)/2, minSliceEvents), maxSliceEvents)
+	next := target
+	if target > cur {
+		next = (cur + target) / 2
+	}
+	return min(max(next, minSliceEvents), maxSliceEvents)
 }
 
 // plus adds a committed slice to the page's result.
@@ -130,6 +181,8 @@ func (r PageResult) plus(s PageResult) PageResult {
 	r.OrderEvents += s.OrderEvents
 	r.TouchedKeys += s.TouchedKeys
 	r.ChangedKeys += s.ChangedKeys
+	r.NewerLegs += s.NewerLegs
+	r.LockWaited = s.LockWaited
 	r.Slices++
 	return r
 }

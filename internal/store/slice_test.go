@@ -18,6 +18,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -39,10 +40,11 @@ func TestNextSliceSize(t *testing.T) {
 		want        int
 	}{
 		{"on budget stays", 1000, 1000, 20 * ms, 1000},
-		{"twice the budget moves halfway to half", 1000, 1000, 40 * ms, 750},
-		{"half the budget moves halfway to double", 1000, 1000, 10 * ms, 1500},
+		{"twice the budget: down to half at once", 1000, 1000, 40 * ms, 500},
+		{"a whole page far over the budget: straight to the budget's size", 10_000, 10_000, 150 * ms, 1333},
+		{"half the budget: halfway up to double", 1000, 1000, 10 * ms, 1500},
 		{"a slice extended past its size to end a command counts its events", 100, 300, 20 * ms, 200},
-		{"no measurable hold doubles", 400, 400, 0, 600},
+		{"no measurable hold: halfway up to double", 400, 400, 0, 600},
 		{"never below the floor", 60, 60, 2 * time.Second, minSliceEvents},
 		{"never above the contract's page", 9000, 9000, ms, maxSliceEvents},
 	} {
@@ -55,21 +57,71 @@ func TestNextSliceSize(t *testing.T) {
 }
 
 func TestSliceSizer(t *testing.T) {
-	t.Run("budget sizing per scope, from the first size", func(t *testing.T) {
+	ms := time.Millisecond
+	waited := func(events int, held time.Duration) sliceObservation {
+		return sliceObservation{events: events, held: held, waited: true}
+	}
+	t.Run("while live writes wait, sized to the budget, per scope", func(t *testing.T) {
 		var z sliceSizer
 		if got := z.size("a"); got != firstSliceEvents {
 			t.Fatalf("first size %d", got)
 		}
-		z.observe("a", 250, 250, 5*time.Millisecond) // 4x under the default budget
+		z.observe("a", 250, waited(250, 5*ms)) // 4x under the default budget
 		if got, other := z.size("a"), z.size("b"); got != (250+1000)/2 || other != firstSliceEvents {
 			t.Fatalf("after a fast slice: a %d, b %d", got, other)
 		}
 	})
+	t.Run("while nobody waits, slices grow to whole pages; a waiter brings them down at once", func(t *testing.T) {
+		var z sliceSizer
+		quiet := func(n int) {
+			z.observe("a", n, sliceObservation{events: n, held: time.Duration(n) * 40 * time.Microsecond})
+		}
+		n := z.size("a")
+		for i := 1; i < quietSlices; i++ {
+			quiet(n)
+		}
+		if got := z.size("a"); got != firstSliceEvents {
+			t.Fatalf("grew to %d after %d quiet slices, want only after %d in a row", got, quietSlices-1, quietSlices)
+		}
+		z.observe("a", n, waited(n, 20*ms)) // a waiter resets the count
+		for i := 1; i < quietSlices; i++ {
+			quiet(n)
+		}
+		if got := z.size("a"); got != n {
+			t.Fatalf("grew to %d though a waiter broke the quiet run", got)
+		}
+		for i := 0; i < 20; i++ {
+			quiet(n)
+			n = z.size("a")
+		}
+		if n != maxSliceEvents {
+			t.Fatalf("uncontended size %d, want %d", n, maxSliceEvents)
+		}
+		z.observe("a", n, waited(n, 400*ms))
+		if got := z.size("a"); got != 500 {
+			t.Fatalf("after a waiter behind a 400 ms slice: %d, want 500", got)
+		}
+	})
 	t.Run("a page's short tail slice teaches nothing", func(t *testing.T) {
 		var z sliceSizer
-		z.observe("a", 250, 12, 5*time.Millisecond)
+		z.observe("a", 250, waited(12, 5*ms))
 		if got := z.size("a"); got != firstSliceEvents {
 			t.Fatalf("size %d after a tail slice", got)
+		}
+	})
+	t.Run("a scope whose slices re-fold far more newer trades than they hold commits whole pages until it no longer does", func(t *testing.T) {
+		var z sliceSizer
+		z.observe("a", 250, sliceObservation{events: 250, held: 400 * ms, newer: 250*newerFactor + 1, waited: true})
+		if got := z.size("a"); got != 0 {
+			t.Fatalf("after a slice dominated by newer trades: %d, want whole pages", got)
+		}
+		z.observe("a", 0, sliceObservation{events: 10_000, held: time.Second, newer: 10_000*newerFactor + 1, waited: true})
+		if got := z.size("a"); got != 0 {
+			t.Fatalf("still dominated: %d", got)
+		}
+		z.observe("a", 0, waited(10_000, 200*ms))
+		if got := z.size("a"); got != 1000 {
+			t.Fatalf("no longer dominated, a waiter: %d, want the budget's size", got)
 		}
 	})
 	t.Run("a fixed size wins, a negative budget commits whole pages", func(t *testing.T) {
@@ -246,9 +298,10 @@ func snapshotWhere(t *testing.T, s *Store, seq int64) string {
 
 // Every slice runs READ COMMITTED whatever the database's default (under
 // REPEATABLE READ its snapshot would predate the projection write lock and
-// miss what the live projector committed while the slice waited), and with
+// miss what the live projector committed while the slice waited), with
 // custom plans (a generic plan of the window queries, chosen after a few
-// executions on a pooled connection, scanned the whole scope per slice).
+// executions on a pooled connection, scanned the whole scope per slice) and
+// without JIT (compiling cost ~400 ms per statement on a large scope).
 func TestApplyPage_ReadCommittedWithCustomPlans(t *testing.T) {
 	t.Parallel()
 	base := newStore(t)
@@ -268,10 +321,11 @@ func TestApplyPage_ReadCommittedWithCustomPlans(t *testing.T) {
 	var seen []string
 	s.hooks.beforeCommit = func(ctx context.Context, tx pgx.Tx) error {
 		var iso, plans string
-		if err := tx.QueryRow(ctx, `SELECT current_setting('transaction_isolation'), current_setting('plan_cache_mode')`).Scan(&iso, &plans); err != nil {
+		var jit string
+		if err := tx.QueryRow(ctx, `SELECT current_setting('transaction_isolation'), current_setting('plan_cache_mode'), current_setting('jit')`).Scan(&iso, &plans, &jit); err != nil {
 			return err
 		}
-		seen = append(seen, iso+"/"+plans)
+		seen = append(seen, iso+"/"+plans+"/jit "+jit)
 		return nil
 	}
 	if _, err := s.ApplyPage(ctxb, l, run, sliceLedger(t).Page(0, 100)); err != nil {
@@ -281,8 +335,58 @@ func TestApplyPage_ReadCommittedWithCustomPlans(t *testing.T) {
 		t.Fatalf("slices seen %v", seen)
 	}
 	for _, v := range seen {
-		if v != "read committed/force_custom_plan" {
-			t.Fatalf("a slice ran as %s (want read committed/force_custom_plan)", v)
+		if v != "read committed/force_custom_plan/jit off" {
+			t.Fatalf("a slice ran as %s (want read committed/force_custom_plan/jit off)", v)
 		}
+	}
+}
+
+// A slice reports whether a transaction was waiting for the projection
+// write lock when it finished (the sizer keeps slices short only then); the
+// runtime role can see it (pg_locks needs no privilege).
+func TestApplyPage_ReportsAWaitingLiveWrite(t *testing.T) {
+	t.Parallel()
+	for _, waiter := range []bool{false, true} {
+		t.Run(map[bool]string{false: "nobody waits", true: "a writer waits"}[waiter], func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			s.SetSliceBudget(-1)
+			run := addRun(t, s, "s", PhaseActive, nil)
+			l := lease(t, s, "s", "w")
+			admin := adminOf(t, s)
+			done := make(chan error, 1)
+			if waiter {
+				s.hooks.afterLeaseLocked = func(ctx context.Context, tx pgx.Tx) error {
+					go func() {
+						done <- pgx.BeginFunc(ctxb, admin, func(tx pgx.Tx) error {
+							_, err := tx.Exec(ctxb, WriteLockSQL, "s")
+							return err
+						})
+					}()
+					for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+						var n int
+						if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&n); err != nil {
+							return err
+						}
+						if n > 0 {
+							return nil
+						}
+					}
+					return errors.New("the writer never queued on the lock")
+				}
+			}
+			res, err := s.ApplyPage(ctxb, l, run, sliceLedger(t).Page(0, 100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.LockWaited != waiter {
+				t.Fatalf("LockWaited %v, want %v", res.LockWaited, waiter)
+			}
+			if waiter {
+				if err := <-done; err != nil {
+					t.Fatalf("the waiting writer: %v", err)
+				}
+			}
+		})
 	}
 }

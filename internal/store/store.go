@@ -120,7 +120,20 @@ func WriteLock(ctx context.Context, tx pgx.Tx, scope string) error {
 // WriteLockSQL is WriteLock's statement ($1 is the scope), for a writer that
 // pipelines it with its writes (live.ApplyBatch); it must be the first
 // statement of the transaction that touches the scope's projection.
-const WriteLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('projection:' || $1::text, 0))`
+const WriteLockSQL = `SELECT pg_advisory_xact_lock(` + writeLockKeySQL + `)`
+
+// writeLockKeySQL is the projection write lock's advisory key of scope $1.
+const writeLockKeySQL = `hashtextextended('projection:' || $1::text, 0)`
+
+// writeLockWaitedSQL is true when some transaction waits for the projection
+// write lock of scope $1 (held by the caller's transaction): pg_locks shows an
+// advisory lock on a bigint key as classid = its high 32 bits, objid = its low
+// 32 bits, objsubid 1 (PostgreSQL's SET_LOCKTAG_ADVISORY).
+const writeLockWaitedSQL = `EXISTS (SELECT 1 FROM pg_locks l
+ WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1
+   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND l.classid = ((` + writeLockKeySQL + ` >> 32) & 4294967295)::oid
+   AND l.objid = (` + writeLockKeySQL + ` & 4294967295)::oid)`
 
 // refuse and dbErr are the store's spellings of codes.Newf and codes.Database.
 func refuse(c codes.Code, format string, args ...any) *codes.Refusal {

@@ -38,6 +38,7 @@ var everySwitch = []string{
 	"--set", "metrics.secure=true", "--set", "metrics.serviceMonitor.enabled=true",
 	"--set", "networkPolicy.enabled=true", "--set", "dashboard.enabled=true",
 	"--set", "watchNamespaces={dry-a,dry-b}", "--set", "reconcileEvery=1h",
+	"--set", "writeSliceBudget=50ms",
 	"--set", "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 	"--set", "imagePullSecrets[0].name=regcred", "--set", "extraArgs={--sync-period=1h}",
 	"--set", "podAnnotations.team=trading", "--set", "podLabels.tier=ops",
@@ -289,5 +290,33 @@ func TestChart_DashboardRendersWhenShipped(t *testing.T) {
 	}
 	if find(render(t, "g", "ops"), "ConfigMap", "g-projection-recovery-dashboard") != nil {
 		t.Fatal("the dashboard renders with dashboard.enabled=false")
+	}
+}
+
+// TestChart_WriteSliceBudget: writeSliceBudget becomes the manager's
+// --write-slice-budget (absent by default: the manager's own default), and
+// the values schema refuses what is not a Go duration.
+func TestChart_WriteSliceBudget(t *testing.T) {
+	for _, tc := range []struct {
+		set, want string
+	}{
+		{"", ""},
+		{"50ms", "--write-slice-budget=50ms"},
+		{"-1s", "--write-slice-budget=-1s"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			var args []string
+			if tc.set != "" {
+				args = []string{"--set", "writeSliceBudget=" + tc.set}
+			}
+			got := deploymentArgs(t, render(t, "wsb", "ops", args...))
+			has := slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "--write-slice-budget") })
+			if (tc.want == "" && has) || (tc.want != "" && !slices.Contains(got, tc.want)) {
+				t.Fatalf("manager args %v, want %q", got, tc.want)
+			}
+		})
+	}
+	if _, err := helmErr(t, "template", "wsb", chartDir(t), "--set", "writeSliceBudget=fast"); err == nil || !strings.Contains(err.Error(), "writeSliceBudget") {
+		t.Fatalf("writeSliceBudget=fast rendered (%v), want the values schema to refuse it", err)
 	}
 }
