@@ -75,43 +75,11 @@ func BenchmarkLiveDuringCatchUp(b *testing.B) {
 }
 
 func benchLive(b *testing.B, pages []*source.Page, budget time.Duration) {
-	newEnv := func(b *testing.B, descriptor string) env {
-		e := newEnv(b, descriptor)
-		e.s.SetSliceBudget(budget)
-		// A lease that outlives the run: at 1M events the scope waits
-		// through the baseline and the control before its own catch-up.
-		l, err := e.s.AcquireLease(ctxb, "s", "worker", time.Hour)
-		if err != nil {
-			b.Fatal(err)
-		}
-		e.l = l
-		return e
-	}
 	for i := 0; i < b.N; i++ {
-		quiet := newEnv(b, storetest.Descriptor)
-		quietTook, events, _ := benchCatchUp(b, quiet, pages)
-
-		e := newEnv(b, storetest.Descriptor)
-		gen := &liveGen{seq: 1 << 40}
-		alone := driveLive(b, e, gen, func(ctx context.Context) { sleepCtx(ctx, liveAlone) })
-		// The control: the same catch-up in another database of the same
-		// server. The live projector shares the cores and the disk with it
-		// but never waits for its lock: what remains is the machine's cost.
-		other := newEnv(b, storetest.Descriptor)
-		shared := driveLive(b, e, gen, func(context.Context) { benchCatchUp(b, other, pages) })
-		var busyTook time.Duration
-		var holds latencies
-		during := driveLive(b, e, gen, func(context.Context) { busyTook, _, holds = benchCatchUp(b, e, pages) })
-
-		var liveTrades int
-		if err := e.s.Pool().QueryRow(ctxb, `SELECT count(*) FROM trades WHERE scope = 's' AND written_by = 'live'`).Scan(&liveTrades); err != nil {
-			b.Fatal(err)
-		}
-		if liveTrades != gen.trades {
-			b.Fatalf("live trades retained %d, written %d", liveTrades, gen.trades)
-		}
-		quietRate, busyRate := float64(events)/quietTook.Seconds(), float64(events)/busyTook.Seconds()
-		b.ReportMetric(float64(events), "events")
+		r := liveRun(b, pages, budget, liveAlone)
+		quietRate, busyRate := float64(r.events)/r.quietTook.Seconds(), float64(r.events)/r.busyTook.Seconds()
+		alone, shared, during, holds := r.alone, r.shared, r.during, r.holds
+		b.ReportMetric(float64(r.events), "events")
 		b.ReportMetric(ms(alone.pct(50)), "alone_p50_ms")
 		b.ReportMetric(ms(alone.pct(99)), "alone_p99_ms")
 		b.ReportMetric(ms(alone.max()), "alone_max_ms")
@@ -132,14 +100,64 @@ func benchLive(b *testing.B, pages []*source.Page, budget time.Duration) {
 		b.Logf("live beside a catch-up of another database (no lock shared): %d writes p50 %v p99 %v max %v", len(shared), shared.pct(50), shared.pct(99), shared.max())
 		b.Logf("live during catch-up of its scope: %d writes p50 %v p99 %v max %v", len(during), during.pct(50), during.pct(99), during.max())
 		b.Logf("catch-up of %d events: %v alone (%.0f events/s), %v with live traffic (%.0f events/s) in %d transactions holding the lock p50 %v p99 %v max %v",
-			events, quietTook, quietRate, busyTook, busyRate, len(holds), holds.pct(50), holds.pct(99), holds.max())
+			r.events, r.quietTook, quietRate, r.busyTook, busyRate, len(holds), holds.pct(50), holds.pct(99), holds.max())
 	}
+}
+
+// liveResult is one run of the live projector beside catch-ups.
+type liveResult struct {
+	events                int           // events of one catch-up
+	quietTook, busyTook   time.Duration // the catch-up without, and with, live traffic on its scope
+	alone, shared, during latencies     // live write latencies: alone, beside another database's catch-up, during its scope's
+	holds                 latencies     // how long each transaction of the busy catch-up held the projection write lock
+	pages, liveTrades     int
+}
+
+// liveRun: a catch-up of pages with no live traffic; then the live projector
+// alone for aloneFor, beside the same catch-up in another database (the
+// control), and during the catch-up of its own scope; stores slicing pages
+// at budget. Every live trade must be retained.
+func liveRun(tb testing.TB, pages []*source.Page, budget, aloneFor time.Duration) liveResult {
+	tb.Helper()
+	newEnv := func(tb testing.TB, descriptor string) env {
+		e := newEnv(tb, descriptor)
+		e.s.SetSliceBudget(budget)
+		// A lease that outlives the run: at 1M events the scope waits
+		// through the baseline and the control before its own catch-up.
+		l, err := e.s.AcquireLease(ctxb, "s", "worker", time.Hour)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		e.l = l
+		return e
+	}
+	r := liveResult{pages: len(pages)}
+	quiet := newEnv(tb, storetest.Descriptor)
+	r.quietTook, r.events, _ = benchCatchUp(tb, quiet, pages)
+
+	e := newEnv(tb, storetest.Descriptor)
+	gen := &liveGen{seq: 1 << 40}
+	r.alone = driveLive(tb, e, gen, func(ctx context.Context) { sleepCtx(ctx, aloneFor) })
+	// The control: the same catch-up in another database of the same
+	// server. The live projector shares the cores and the disk with it but
+	// never waits for its lock: what remains is the machine's cost.
+	other := newEnv(tb, storetest.Descriptor)
+	r.shared = driveLive(tb, e, gen, func(context.Context) { benchCatchUp(tb, other, pages) })
+	r.during = driveLive(tb, e, gen, func(context.Context) { r.busyTook, _, r.holds = benchCatchUp(tb, e, pages) })
+
+	if err := e.s.Pool().QueryRow(ctxb, `SELECT count(*) FROM trades WHERE scope = 's' AND written_by = 'live'`).Scan(&r.liveTrades); err != nil {
+		tb.Fatal(err)
+	}
+	if r.liveTrades != gen.trades {
+		tb.Fatalf("live trades retained %d, written %d", r.liveTrades, gen.trades)
+	}
+	return r
 }
 
 // benchCatchUp applies pages from genesis until CURRENT, preparing the next
 // page while the current one is applied, as a worker that fetches ahead does.
 // It returns how long each of its transactions held the projection write lock.
-func benchCatchUp(b *testing.B, e env, pages []*source.Page) (time.Duration, int, latencies) {
+func benchCatchUp(b testing.TB, e env, pages []*source.Page) (time.Duration, int, latencies) {
 	b.Helper()
 	type prep struct {
 		pp  *store.PreparedPage
@@ -204,7 +222,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // ApplyBatch of whatever has queued, in arrival order), and each event's
 // latency runs from its delivery to the commit that wrote it, so the writes
 // that queue behind a wait are charged for it too.
-func driveLive(b *testing.B, e env, gen *liveGen, during func(ctx context.Context)) latencies {
+func driveLive(b testing.TB, e env, gen *liveGen, during func(ctx context.Context)) latencies {
 	b.Helper()
 	type arrival struct {
 		ev  wire.Event
@@ -287,5 +305,34 @@ func (g *liveGen) next() wire.Event {
 		return wire.Event{Type: wire.TypeTrade, Trade: &wire.Trade{TradeID: fmt.Sprintf("lt-%d", n), TradeSeq: int64(n), Seq: g.seq,
 			Instrument: "LIVE", Price: px, Quantity: qty, BuyOrderID: fmt.Sprintf("lo-%d-1", n), SellOrderID: fmt.Sprintf("lo-%d-2", n),
 			BuyAccount: buy, SellAccount: sell, TS: ts}}
+	}
+}
+
+// TestLiveDuringCatchUp_Small is BenchmarkLiveDuringCatchUp at a size `make
+// test` affords, so that the benchmark cannot rot. It asserts only what does
+// not depend on the machine's speed: no live trade is lost; with whole pages
+// every page is one transaction; with slices, the catch-up whose live writer
+// keeps waiting for the lock commits in many short transactions (were the
+// waiting writer not seen, slices would grow to whole pages within a page).
+func TestLiveDuringCatchUp_Small(t *testing.T) {
+	pages := storetest.StreamPages(t, 42, 20_000)
+	for _, tc := range []struct {
+		name   string
+		budget time.Duration
+		check  func(r liveResult) bool
+	}{
+		{"whole pages", -1, func(r liveResult) bool { return len(r.holds) == r.pages }},
+		{"slices", store.DefaultSliceBudget, func(r liveResult) bool { return len(r.holds) >= 15*r.pages }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := liveRun(t, pages, tc.budget, 300*time.Millisecond)
+			if r.events < 19_000 || len(r.during) == 0 || r.liveTrades == 0 {
+				t.Fatalf("%d events, %d live writes during the catch-up, %d live trades", r.events, len(r.during), r.liveTrades)
+			}
+			if !tc.check(r) {
+				t.Fatalf("%d pages committed in %d transactions", r.pages, len(r.holds))
+			}
+			t.Logf("%d pages in %d transactions; live p99 alone %v, during %v", r.pages, len(r.holds), r.alone.pct(99), r.during.pct(99))
+		})
 	}
 }
