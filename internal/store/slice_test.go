@@ -19,6 +19,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -187,23 +188,11 @@ func TestNextSlice_CutsBetweenCommands(t *testing.T) {
 				through, events = append(through, sl.through), append(events, sl.applied)
 				after, digest = sl.through, sl.digest
 			}
-			if !equal(through, tc.through) || !equal(events, tc.events) {
+			if !slices.Equal(through, tc.through) || !slices.Equal(events, tc.events) {
 				t.Fatalf("n=%d: slices through %v with %v events, want %v with %v", tc.n, through, events, tc.through, tc.events)
 			}
 		})
 	}
-}
-
-func equal[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // A page commits slice by slice: every slice moves the cursor, the positions
@@ -214,10 +203,7 @@ func TestApplyPage_CommitsInSlices(t *testing.T) {
 	t.Parallel()
 	t.Run("every slice commits and the page ends in the replay", func(t *testing.T) {
 		t.Parallel()
-		s := newStore(t)
-		s.SetSliceEvents(1)
-		run := addRun(t, s, "s", PhaseActive, nil)
-		l := lease(t, s, "s", "w")
+		s, run, l := slicedStore(t, 1)
 		src := sliceLedger(t)
 		var afterCommits int
 		s.SetAfterCommit(func(string) { afterCommits++ })
@@ -239,10 +225,7 @@ func TestApplyPage_CommitsInSlices(t *testing.T) {
 	})
 	t.Run("a refused slice keeps the slices before it", func(t *testing.T) {
 		t.Parallel()
-		s := newStore(t)
-		s.SetSliceEvents(2)
-		run := addRun(t, s, "s", PhaseActive, nil)
-		l := lease(t, s, "s", "w")
+		s, run, l := slicedStore(t, 2)
 		src := sliceLedger(t)
 		// An orphan in the second slice's window (2, 5].
 		seedTrade(t, s, "s", storetest.Trade(4, 9, "ghost", "ACME", "1", "1", "X", "Y"), i64(4), "BOOKED")
@@ -263,10 +246,7 @@ func TestApplyPage_CommitsInSlices(t *testing.T) {
 	})
 	t.Run("a page refused as a whole writes nothing", func(t *testing.T) {
 		t.Parallel()
-		s := newStore(t)
-		s.SetSliceEvents(1)
-		run := addRun(t, s, "s", PhaseActive, nil)
-		l := lease(t, s, "s", "w")
+		s, run, l := slicedStore(t, 1)
 		page := sliceLedger(t).Page(0, 100)
 		page.Events[len(page.Events)-1].Wire = append([]byte(nil), page.Events[len(page.Events)-1].Wire...)
 		page.Events[len(page.Events)-1].Wire[10] ^= 1 // the last event no longer hashes to digestThrough
@@ -277,6 +257,15 @@ func TestApplyPage_CommitsInSlices(t *testing.T) {
 			t.Fatalf("a page whose chain fails wrote its first slices: %+v", res)
 		}
 	})
+}
+
+// slicedStore is a store cutting slices of n events, with scope s's run
+// and a lease on it.
+func slicedStore(t *testing.T, n int) (*Store, Run, Lease) {
+	t.Helper()
+	s := newStore(t)
+	s.SetSliceEvents(n)
+	return s, addRun(t, s, "s", PhaseActive, nil), lease(t, s, "s", "w")
 }
 
 // snapshotWhere dumps the rows a page could write past seq (trades and order
