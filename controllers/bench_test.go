@@ -222,3 +222,54 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+var natsEdgeRuns atomic.Int64
+
+// BenchmarkNATSReconnectToCurrent (issue 12, FR-APR10): a CURRENT scope with
+// a one-hour interval falls behind while the NATS server is down (the live
+// feed's events of that time are lost to the live projector); from the
+// moment the server is back, the manager's reconnect edge triggers a cycle
+// and the scope is CURRENT again at the new boundary. Reports that time
+// (status polled every 5 ms) and the commands the scope fell behind by.
+//
+//	go test -run '^$' -bench NATSReconnectToCurrent -benchtime 1x ./controllers
+func BenchmarkNATSReconnectToCurrent(b *testing.B) {
+	const behind = 200
+	ns := newNamespace(b)
+	// A scope of its own per call: `go test -bench` calls a benchmark more
+	// than once, and a scope is reconciled by one resource only.
+	scope := fmt.Sprintf("bench-natsedge-%d", natsEdgeRuns.Add(1))
+	f := newFixture(b, scope, 60, 0.2)
+	obj := f.recovery(ns, scope, nil, func(s *recoveryv1.ProjectionRecoverySpec) {
+		s.Interval = &metav1.Duration{Duration: time.Hour}
+		s.PageSize = 1000
+	})
+	current := func(boundary int64, timeout time.Duration) bool {
+		for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if o := getRecovery(b, ns, obj.Name); o.Status.State == recoveryv1.StateCurrent && o.Status.VerifiedThroughSeq == boundary {
+				return true
+			}
+		}
+		return false
+	}
+	if !current(f.boundary(), time.Minute) {
+		b.Fatal("the scope never became CURRENT")
+	}
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		suiteNATS.Shutdown()
+		suiteNATS.WaitForShutdown()
+		f.step(behind)
+		var err error
+		if suiteNATS, err = startNATS(suiteNATSPort); err != nil {
+			b.Fatal(err)
+		}
+		back := time.Now()
+		if !current(f.boundary(), 30*time.Second) {
+			b.Fatalf("not CURRENT at %d 30 s after NATS came back", f.boundary())
+		}
+		total += time.Since(back)
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms_reconnect_to_current")
+	b.ReportMetric(behind, "commands_behind")
+}

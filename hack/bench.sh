@@ -16,5 +16,5 @@ echo "bench: live projector at 2,000 events/s alone, beside a catch-up of anothe
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench LiveDuringCatchUp ./internal/reference/live
 echo "bench: reconciliation dry read + detection of a clean scope, N and 4N = ${events} events (member over HTTP + PostgreSQL)"
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench Detect_CleanScope ./internal/reconstore
-echo "bench: controller (idle CURRENT scope; 100 scopes on one manager)"
+echo "bench: controller (idle CURRENT scope; 100 scopes on one manager; NATS reconnect edge to CURRENT)"
 go test "${flags[@]}" -bench . ./controllers
