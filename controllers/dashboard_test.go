@@ -134,7 +134,8 @@ func exportedFamilies(t *testing.T) map[string]bool {
 	m := NewMetrics(nil)
 	rm := NewReconciliationMetrics(nil)
 	obj := &recoveryv1.ProjectionRecovery{ObjectMeta: metav1.ObjectMeta{Namespace: "dashboard-test", Name: "x"}, Spec: recoveryv1.ProjectionRecoverySpec{Scope: "dashboard-test"}}
-	m.observeCycle(obj, cycleResult{state: recoveryv1.StateRetrying, reason: string(codes.SourceUnavailable), pages: 1, events: 3}, time.Second)
+	m.observeCycle(obj, cycleResult{state: recoveryv1.StateRetrying, reason: string(codes.SourceUnavailable), pages: 1, events: 3,
+		lockHolds: []time.Duration{20 * time.Millisecond}}, time.Second)
 	obj.Status = recoveryv1.ProjectionRecoveryStatus{State: recoveryv1.StateCatchingUp, VerifiedThroughSeq: 10, ObservedBoundarySeq: 20, Lag: 10}
 	m.observeStatus(obj)
 	recObj := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: "dashboard-test", Name: "x"}}
