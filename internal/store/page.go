@@ -43,7 +43,7 @@ type PageResult struct {
 	OrderEvents        int64  // order versions newly persisted
 	TouchedKeys        int    // position keys re-derived (a key counts once per slice that touched it)
 	ChangedKeys        int    // keys whose position differs from the pre-slice value (outbox rows, R2)
-	NewerLegs          int64  // retained trade legs newer than the page re-folded into its keys (R1), per slice
+	NewerLegs          int64  // retained trade legs newer than their slice re-folded into its keys (R1), summed over slices
 	LockWaited         bool   // a transaction was waiting for the projection write lock when the last slice finished
 	State              string // CURRENT or CATCHING_UP
 	Slices             int    // write slices committed: each moved the cursor in its own transaction
@@ -167,7 +167,7 @@ func (s *Store) applySlice(ctx context.Context, l Lease, run Run, p *prepared) (
 	if err != nil {
 		return PageResult{}, 0, dbErr("store: begin page", err)
 	}
-	res, points, locked, err := s.applyTx(ctx, tx, l, run, p)
+	res, points, locked, err := s.lockAndApply(ctx, tx, l, run, p)
 	if err != nil {
 		_ = tx.Rollback(ctx) // a failed rollback closes the connection: the server rolls back
 		return PageResult{}, 0, dbErr("store: apply page", err)
@@ -194,45 +194,52 @@ func (s *Store) applySlice(ctx context.Context, l Lease, run Run, p *prepared) (
 	return res, held, nil
 }
 
-// applyTx runs the page in tx. Besides the result it returns the cursor's
-// commit points before and after the page, which resolveCommit compares with
-// a re-read when the COMMIT's outcome is unknown.
-func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *prepared) (_ PageResult, _ commitPoints, locked time.Time, _ error) {
-	scope := run.Scope
-	// The slice's rows go into session-private temporary tables before the
-	// lock: nothing another transaction can see or change, so the COPY
-	// needs no lock and the lock is held only for what reads or writes the
-	// projection.
-	w := &pageTx{tx: tx, scope: scope, p: p}
+// lockAndApply fills the slice's temporary tables, takes the projection
+// write lock and runs the slice (applyTx); locked is when the lock was
+// granted. The temporary tables are session-private: nothing another
+// transaction can see or change, so filling them needs no lock, and the lock
+// is held only for what reads or writes the projection.
+func (s *Store) lockAndApply(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *prepared) (PageResult, commitPoints, time.Time, error) {
+	w := &pageTx{tx: tx, scope: run.Scope, p: p}
 	if err := w.load(ctx); err != nil {
-		return PageResult{}, commitPoints{}, locked, err
+		return PageResult{}, commitPoints{}, time.Time{}, err
 	}
-	if err := WriteLock(ctx, tx, scope); err != nil {
-		return PageResult{}, commitPoints{}, locked, err
+	if err := WriteLock(ctx, tx, run.Scope); err != nil {
+		return PageResult{}, commitPoints{}, time.Time{}, err
 	}
-	locked = time.Now()
+	locked := time.Now()
+	res, points, err := s.applyTx(ctx, w, l, run)
+	return res, points, locked, err
+}
+
+// applyTx runs the slice in w's transaction, which holds the projection
+// write lock. Besides the result it returns the cursor's commit points before
+// and after the slice, which resolveCommit compares with a re-read when the
+// COMMIT's outcome is unknown.
+func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageResult, commitPoints, error) {
+	tx, p, scope := w.tx, w.p, run.Scope
 	if h := s.hooks.beforeLeaseLock; h != nil {
 		if err := h(ctx, tx); err != nil {
-			return PageResult{}, commitPoints{}, locked, err
+			return PageResult{}, commitPoints{}, err
 		}
 	}
 	if err := lockLease(ctx, tx, l); err != nil {
-		return PageResult{}, commitPoints{}, locked, err
+		return PageResult{}, commitPoints{}, err
 	}
 	if h := s.hooks.afterLeaseLocked; h != nil {
 		if err := h(ctx, tx); err != nil {
-			return PageResult{}, commitPoints{}, locked, err
+			return PageResult{}, commitPoints{}, err
 		}
 	}
 	now, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM projection_runs WHERE scope = $1 AND selected FOR SHARE`, scope))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return PageResult{}, commitPoints{}, locked, refuse(codes.Superseded, "scope %q no longer has a selected run", scope)
+		return PageResult{}, commitPoints{}, refuse(codes.Superseded, "scope %q no longer has a selected run", scope)
 	}
 	if err != nil {
-		return PageResult{}, commitPoints{}, locked, dbErr("store: re-read run", err)
+		return PageResult{}, commitPoints{}, dbErr("store: re-read run", err)
 	}
 	if !now.sameBarrier(run) {
-		return PageResult{}, commitPoints{}, locked, refuse(codes.Superseded, "run changed: was %d/%s/%s, now %d/%s/%s",
+		return PageResult{}, commitPoints{}, refuse(codes.Superseded, "run changed: was %d/%s/%s, now %d/%s/%s",
 			run.RunID, run.Phase, run.DescriptorHash, now.RunID, now.Phase, now.DescriptorHash)
 	}
 
@@ -241,41 +248,41 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 		cur, err = Genesis(scope), nil
 	}
 	if err != nil {
-		return PageResult{}, commitPoints{}, locked, dbErr("store: re-read cursor", err)
+		return PageResult{}, commitPoints{}, dbErr("store: re-read cursor", err)
 	}
 	pg := p.page
 	switch {
 	case cur.DescriptorHash != "" && cur.DescriptorHash != pg.DescriptorHash:
-		return PageResult{}, commitPoints{}, locked, refuse(codes.DescriptorMismatch, "cursor descriptor %s, page %s", cur.DescriptorHash, pg.DescriptorHash)
+		return PageResult{}, commitPoints{}, refuse(codes.DescriptorMismatch, "cursor descriptor %s, page %s", cur.DescriptorHash, pg.DescriptorHash)
 	case cur.ProtocolVersion != 0 && cur.ProtocolVersion != pg.ProtocolVersion:
-		return PageResult{}, commitPoints{}, locked, refuse(codes.ProtocolMismatch, "cursor protocol %d, page %d", cur.ProtocolVersion, pg.ProtocolVersion)
+		return PageResult{}, commitPoints{}, refuse(codes.ProtocolMismatch, "cursor protocol %d, page %d", cur.ProtocolVersion, pg.ProtocolVersion)
 	case p.after != cur.VerifiedThroughSeq:
-		return PageResult{}, commitPoints{}, locked, refuse(codes.CursorMoved, "page starts at %d, cursor is at %d", p.after, cur.VerifiedThroughSeq)
+		return PageResult{}, commitPoints{}, refuse(codes.CursorMoved, "page starts at %d, cursor is at %d", p.after, cur.VerifiedThroughSeq)
 	case p.digestAfter != cur.ChainDigest:
-		return PageResult{}, commitPoints{}, locked, refuse(codes.ChainMismatch, "page digestAfter %s, cursor digest %s at seq %d", p.digestAfter, cur.ChainDigest, cur.VerifiedThroughSeq)
+		return PageResult{}, commitPoints{}, refuse(codes.ChainMismatch, "page digestAfter %s, cursor digest %s at seq %d", p.digestAfter, cur.ChainDigest, cur.VerifiedThroughSeq)
 	}
 	if cur.VerifiedThroughSeq == 0 {
 		// FR-APR07 bootstrap: a cursor at genesis trusts nothing derived
 		// before; drop any basis so every key is re-derived from its opening.
 		if _, err := tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1`, scope); err != nil {
-			return PageResult{}, commitPoints{}, locked, dbErr("store: reset basis", err)
+			return PageResult{}, commitPoints{}, dbErr("store: reset basis", err)
 		}
 	}
 
 	if err := w.checkLegacy(ctx); err != nil {
-		return PageResult{}, commitPoints{}, locked, err
+		return PageResult{}, commitPoints{}, err
 	}
 	if err := w.checkTrades(ctx); err != nil {
-		return PageResult{}, commitPoints{}, locked, err
+		return PageResult{}, commitPoints{}, err
 	}
 	if err := w.checkOrders(ctx); err != nil {
-		return PageResult{}, commitPoints{}, locked, err
+		return PageResult{}, commitPoints{}, err
 	}
 	if err := w.derive(ctx); err != nil {
-		return PageResult{}, commitPoints{}, locked, err
+		return PageResult{}, commitPoints{}, err
 	}
 	if err := w.write(ctx); err != nil {
-		return PageResult{}, commitPoints{}, locked, err
+		return PageResult{}, commitPoints{}, err
 	}
 
 	state := StateCatchingUp
@@ -284,7 +291,7 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *pre
 		// Before claiming completeness, no balance may exist that no page
 		// ever explained (FR-APR07 "re-verifies every retained row").
 		if err := w.checkPhantomBalances(ctx); err != nil {
-			return PageResult{}, commitPoints{}, locked, err
+			return PageResult{}, commitPoints{}, err
 		}
 	}
 	res := PageResult{
@@ -319,18 +326,18 @@ RETURNING last_verified_at, `+writeLockWaitedSQL,
 			pg.BoundarySeq, state, cur.VerifiedThroughSeq, cur.ChainDigest, cur.LastObservedBoundarySeq).Scan(&verifiedAt, &res.LockWaited)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return PageResult{}, commitPoints{}, locked, refuse(codes.CursorMoved, "cursor of %q moved during the page", scope)
+		return PageResult{}, commitPoints{}, refuse(codes.CursorMoved, "cursor of %q moved during the page", scope)
 	}
 	if err != nil {
-		return PageResult{}, commitPoints{}, locked, dbErr("store: advance cursor", err)
+		return PageResult{}, commitPoints{}, dbErr("store: advance cursor", err)
 	}
 	if h := s.hooks.beforeCommit; h != nil {
 		if err := h(ctx, tx); err != nil {
-			return PageResult{}, commitPoints{}, locked, err
+			return PageResult{}, commitPoints{}, err
 		}
 	}
 	return res, commitPoints{
 		pre:  commitPoint{through: cur.VerifiedThroughSeq, digest: cur.ChainDigest, verifiedAt: cur.LastVerifiedAt},
 		post: commitPoint{through: res.VerifiedThroughSeq, digest: res.ChainDigest, verifiedAt: verifiedAt},
-	}, locked, nil
+	}, nil
 }
