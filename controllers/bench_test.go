@@ -19,16 +19,11 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,7 +35,6 @@ import (
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/completeness"
-	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 )
 
 // statementCounter counts every SQL statement a pool sends.
@@ -99,96 +93,7 @@ func BenchmarkIdleCurrentScope(b *testing.B) {
 	b.ReportMetric((metrics.StatusWrites()-sw0)/n, "statuswrites/op")
 }
 
-// BenchmarkHundredScopes runs 100 scopes on one manager: each catches up from
-// genesis, then idles at a 1s interval. Reports the catch-up wall time, the
-// reconcile rate while idle, the manager's CPU per second and its heap.
-func BenchmarkHundredScopes(b *testing.B) {
-	const scopes = 100
-	for i := 0; i < b.N; i++ {
-		runHundredScopes(b, scopes)
-	}
-}
-
-func runHundredScopes(b *testing.B, scopes int) {
-	ctx := context.Background()
-	ns := newNamespace(b)
-	db := newFixture(b, "bench-db", 1, 0) // one database for every scope
-	mux := http.NewServeMux()
-	for i := 0; i < scopes; i++ {
-		scope := fmt.Sprintf("s%03d", i)
-		desc := engine.TestDescriptor(scope)
-		lg, err := engine.BuildLog(b.TempDir(), desc, uint64(i+1), engine.WorkloadConfig{Instruments: desc.Instruments, Openings: true}, 60, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		h := member.NewHandler(lg, member.HandlerOptions{})
-		mux.Handle("/"+scope+"/", http.StripPrefix("/"+scope, h))
-		if _, err := db.pool.Exec(ctx, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
-VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err != nil {
-			b.Fatal(err)
-		}
-	}
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-
-	lbl, sel := map[string]string{shardLabel: "bench-100"}, mustSelector(b, shardLabel+"=bench-100")
-	reg := prometheus.NewRegistry()
-	stop, _, err := startManager("bench-100", sel, true, "", func(r *ProjectionRecoveryReconciler) {
-		r.Metrics = NewMetrics(reg)
-		r.MaxConcurrentReconciles = 4
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stop()
-
-	cpu0 := cpuTime()
-	start := time.Now()
-	createSecret(b, ns, "db", map[string]string{"dsn": db.dsn})
-	for i := 0; i < scopes; i++ {
-		scope := fmt.Sprintf("s%03d", i)
-		obj := &recoveryv1.ProjectionRecovery{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: scope, Labels: lbl},
-			Spec: recoveryv1.ProjectionRecoverySpec{Scope: scope, Source: recoveryv1.SourceSpec{URL: srv.URL + "/" + scope},
-				Database: recoveryv1.DatabaseSpec{DSNSecretRef: recoveryv1.SecretKeySelector{Name: "db", Key: "dsn"}},
-				Interval: &metav1.Duration{Duration: time.Second}},
-		}
-		if err := k8sClient.Create(ctx, obj); err != nil {
-			b.Fatal(err)
-		}
-	}
-	eventually(b, 5*time.Minute, "every scope CURRENT", func() (bool, error) {
-		var list recoveryv1.ProjectionRecoveryList
-		if err := k8sClient.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return false, err
-		}
-		current := 0
-		for _, o := range list.Items {
-			if o.Status.State == recoveryv1.StateCurrent {
-				current++
-			}
-		}
-		return current == scopes, nil
-	})
-	catchUp := time.Since(start)
-
-	cycles0 := cycleCount(b, reg)
-	cpu1 := cpuTime()
-	idle := 5 * time.Second
-	time.Sleep(idle)
-	cycles := cycleCount(b, reg) - cycles0
-	cpuIdle := cpuTime() - cpu1
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-
-	b.ReportMetric(catchUp.Seconds(), "catchup-s")
-	b.ReportMetric(float64(cycles)/idle.Seconds(), "idle-reconciles/s")
-	b.ReportMetric(cpuIdle.Seconds()/idle.Seconds(), "idle-cpu-s/s")
-	b.ReportMetric((cpu1 - cpu0).Seconds(), "catchup-cpu-s")
-	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
-}
-
-func mustSelector(b *testing.B, s string) labels.Selector {
+func mustSelector(b testing.TB, s string) labels.Selector {
 	b.Helper()
 	sel, err := labels.Parse(s)
 	if err != nil {
@@ -198,7 +103,7 @@ func mustSelector(b *testing.B, s string) labels.Selector {
 }
 
 // cycleCount sums the cycle histogram's sample counts over every scope.
-func cycleCount(b *testing.B, reg *prometheus.Registry) uint64 {
+func cycleCount(b testing.TB, reg *prometheus.Registry) uint64 {
 	b.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -47,11 +47,17 @@ import (
 // ProjectionRecoveryReconciler reconciles ProjectionRecovery objects.
 type ProjectionRecoveryReconciler struct {
 	client.Client
-	// APIReader reads Secrets without a cache, so the manager never lists and
-	// watches every Secret of the cluster just to resolve a few references.
+	// APIReader reads Secret values without a cache: the manager never holds
+	// the data of Secrets it does not reference.
 	APIReader client.Reader
-	Recorder  events.EventRecorder
-	Clock     clock.PassiveClock
+	// WatchSecrets keeps a metadata-only watch on Secrets (names and
+	// resourceVersions): an idle cycle reuses the values it read before while
+	// their resourceVersion is unchanged (0 Secret reads), and a rotation
+	// wakes the referencing resources at once. Needs list and watch on
+	// Secrets; off, every cycle gets its Secrets and `get` suffices.
+	WatchSecrets bool
+	Recorder     events.EventRecorder
+	Clock        clock.PassiveClock
 
 	// AutoRecovery enables writes to SQL. Off (the default), the controller
 	// reports completeness read-only (NFR-APR01: disabled by default).
@@ -66,6 +72,8 @@ type ProjectionRecoveryReconciler struct {
 	Registry    *completeness.Registry
 	Metrics     *Metrics
 
+	// secretValues are the values read under WatchSecrets, by resourceVersion.
+	secretValues secretValues
 	// progress remembers each scope's recent verified event counts (status.progress).
 	progress progressTracker
 	// Triggers enqueues resources from outside the cluster: the NATS
@@ -99,12 +107,13 @@ type phase func(ctx context.Context, s *recoveryScope) error
 // RBAC: exactly the verbs of this reconciler's calls. get/list/watch: the
 // cache (For, the scope-claim index); patch: the finalizer (a merge patch,
 // never an update); status update: writeStatus's optimistic-lock Update;
-// secrets get: reconcileSecrets, through the uncached API reader (no Secret
-// list or watch, so a namespaced Role per watched namespace suffices);
+// secrets get: reconcileSecrets, through the uncached API reader; secrets
+// list/watch: the metadata-only watch of WatchSecrets (the chart drops both
+// verbs when the watch is off);
 // events: the events.k8s.io recorder creates and patches (series).
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries/status,verbs=update
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile runs one bounded cycle for one scope and writes status once.
@@ -256,6 +265,9 @@ func (r *ProjectionRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error 
 	}
 	b, err := r.setupScopeClaim(mgr, ctrl.NewControllerManagedBy(mgr))
 	if err != nil {
+		return err
+	}
+	if b, err = r.setupSecretWatch(mgr, b); err != nil {
 		return err
 	}
 	if r.Triggers != nil {

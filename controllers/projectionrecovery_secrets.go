@@ -88,6 +88,9 @@ func (r *ProjectionRecoveryReconciler) secretPhaseError(s *recoveryScope, err er
 }
 
 func (r *ProjectionRecoveryReconciler) secretValue(ctx context.Context, ns, field string, ref *recoveryv1.SecretKeySelector) (string, error) {
+	if v, ok := r.cachedSecretValue(ctx, ns, ref); ok {
+		return v, nil
+	}
 	sec := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, sec); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -99,5 +102,6 @@ func (r *ProjectionRecoveryReconciler) secretValue(ctx context.Context, ns, fiel
 	if !ok || len(v) == 0 {
 		return "", &secretMissingError{field: field, name: ref.Name, key: ref.Key, keyMissing: true}
 	}
+	r.rememberSecretValue(ns, ref, sec.ResourceVersion, string(v))
 	return string(v), nil
 }

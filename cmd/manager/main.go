@@ -76,6 +76,7 @@ type options struct {
 	metricsSecure           bool
 	reconcileEvery          time.Duration
 	writeSliceBudget        time.Duration
+	watchSecrets            bool
 	showVersion             bool
 }
 
@@ -113,6 +114,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS behind controller-runtime's authentication and authorization filter: a scraper needs a token allowed to get the /metrics non-resource URL (TokenReview and SubjectAccessReview).")
 	fs.DurationVar(&o.reconcileEvery, "reconcile-every", 0, "Keep a ProjectionReconciliation <recovery>-scheduled (label "+controllers.LabelManagedBy+"="+controllers.ManagedBySchedule+", owned by its ProjectionRecovery) that dry-runs every scope this often and reports drift as DriftFound events and projection_reconciliation_drift_findings; it never applies. 0 (the default) is off and removes the ones an earlier run created. Between 1m and 168h.")
 	fs.DurationVar(&o.writeSliceBudget, "write-slice-budget", store.DefaultSliceBudget, "How long one write slice of a recovery page aims to hold the scope's projection write lock, which every live write of the scope also takes: a page commits in slices sized to this, so a live write waits about this long at most behind recovery (docs/live-writes.md). Longer catches up faster; a negative value commits each page in one transaction.")
+	fs.BoolVar(&o.watchSecrets, "watch-secrets", true, "Keep a metadata-only watch on Secrets (names and resourceVersions, never data): an idle cycle reuses the Secret values it read while their resourceVersion is unchanged, and a rotated Secret wakes the resources referencing it at once. Needs list and watch on Secrets; false: every cycle gets its 1-3 Secrets and get suffices.")
 	fs.BoolVar(&o.dev, "dev", false, "Human-readable console logs instead of JSON.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Minimum log level: debug, info, warn, error.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
@@ -290,6 +292,7 @@ func run(args []string) error {
 		AutoRecovery:            o.enableAutoRecovery,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Owner:                   owner,
+		WatchSecrets:            o.watchSecrets,
 		// The schema step follows auto-recovery: on, recovery's tables are
 		// created where missing; off, their absence is SCHEMA_MISSING (NFR-APR01).
 		Connections: &controllers.Connections{MaxConnsPerDSN: int32(max(2, o.maxConcurrentReconciles)), ApplySchema: o.enableAutoRecovery,
@@ -347,7 +350,7 @@ func run(args []string) error {
 		return err
 	}
 
-	log.Info("starting manager", "version", versionString(), "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect, "watchNamespaces", o.watchNamespaces, "metricsSecure", o.metricsSecure, "reconcileEvery", o.reconcileEvery.String(), "writeSliceBudget", o.writeSliceBudget.String())
+	log.Info("starting manager", "version", versionString(), "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect, "watchNamespaces", o.watchNamespaces, "metricsSecure", o.metricsSecure, "reconcileEvery", o.reconcileEvery.String(), "writeSliceBudget", o.writeSliceBudget.String(), "watchSecrets", o.watchSecrets)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}
@@ -395,11 +398,13 @@ func metricsOptions(o options) metricsserver.Options {
 }
 
 // cacheOptions restricts the informers to --watch-namespace when it is set,
-// so that the manager neither lists nor watches objects elsewhere; Secrets are
-// never cached (they are read with the API reader, one get each), so the RBAC
-// for them can be a Role per watched namespace.
+// so that the manager neither lists nor watches objects elsewhere, and the
+// RBAC can be a Role per watched namespace. Secrets are cached as metadata
+// only (--watch-secrets); their values are read with the API reader. Managed
+// fields are dropped from every cached object: at 1,000 resources and as many
+// Secrets they would be most of the heap, and nothing reads them.
 func cacheOptions(o options) cache.Options {
-	opts := cache.Options{SyncPeriod: &o.syncPeriod}
+	opts := cache.Options{SyncPeriod: &o.syncPeriod, DefaultTransform: cache.TransformStripManagedFields()}
 	if len(o.watchNamespaces) > 0 {
 		opts.DefaultNamespaces = make(map[string]cache.Config, len(o.watchNamespaces))
 		for _, ns := range o.watchNamespaces {

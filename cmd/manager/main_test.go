@@ -52,6 +52,15 @@ func TestParseFlags_DefaultsAndErrors(t *testing.T) {
 			t.Errorf("parseFlags(%s) = %v, want accepted", ok, err)
 		}
 	}
+	if !o.watchSecrets {
+		t.Error("--watch-secrets must default to true (an idle cycle reads no Secret, issue 12)")
+	}
+	if off, err := parseFlags([]string{"--watch-secrets=false"}); err != nil || off.watchSecrets {
+		t.Errorf("--watch-secrets=false = %v (%v), want the watch off", off.watchSecrets, err)
+	}
+	if cacheOptions(o).DefaultTransform == nil {
+		t.Error("the cache must strip managed fields (heap at 1,000 resources)")
+	}
 	if o.writeSliceBudget != store.DefaultSliceBudget {
 		t.Errorf("--write-slice-budget defaults to %s, want %s", o.writeSliceBudget, store.DefaultSliceBudget)
 	}

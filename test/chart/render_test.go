@@ -320,3 +320,52 @@ func TestChart_WriteSliceBudget(t *testing.T) {
 		t.Fatalf("writeSliceBudget=fast rendered (%v), want the values schema to refuse it", err)
 	}
 }
+
+// TestChart_WatchSecrets (issue 12): watchSecrets (default true) becomes
+// --watch-secrets and keeps list and watch on Secrets, in the ClusterRole or
+// in each watched namespace's Role; false drops both verbs, so the manager
+// may only get Secrets.
+func TestChart_WatchSecrets(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		flag  string
+		verbs []string
+	}{
+		{"default", nil, "--watch-secrets=true", []string{"get", "list", "watch"}},
+		{"off", []string{"--set", "watchSecrets=false"}, "--watch-secrets=false", []string{"get"}},
+		{"off in namespaces", []string{"--set", "watchSecrets=false", "--set", "watchNamespaces={team-a}"}, "--watch-secrets=false", []string{"get"}},
+		{"on in namespaces", []string{"--set", "watchNamespaces={team-a}"}, "--watch-secrets=true", []string{"get", "list", "watch"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, "ws", "ops", tc.args...)
+			var rules int
+			for _, o := range objs {
+				if (o.GetKind() != "ClusterRole" && o.GetKind() != "Role") || slices.Contains(userRoles, o.GetName()) {
+					continue
+				}
+				rs, _, _ := unstructured.NestedSlice(o.Object, "rules")
+				for _, r := range rs {
+					res, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+					if !slices.Contains(res, "secrets") {
+						continue
+					}
+					rules++
+					verbs, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "verbs")
+					if !slices.Equal(verbs, tc.verbs) {
+						t.Fatalf("%s %s grants %v on Secrets, want %v", o.GetKind(), o.GetName(), verbs, tc.verbs)
+					}
+				}
+			}
+			if rules != 1 {
+				t.Fatalf("%d Secret rules, want 1", rules)
+			}
+			if args := deploymentArgs(t, objs); !slices.Contains(args, tc.flag) {
+				t.Fatalf("manager args %v, want %s", args, tc.flag)
+			}
+		})
+	}
+	if _, err := helmErr(t, "template", "ws", chartDir(t), "--set", "watchSecrets=maybe"); err == nil || !strings.Contains(err.Error(), "watchSecrets") {
+		t.Fatalf("watchSecrets=maybe rendered (%v), want the values schema to refuse it", err)
+	}
+}
