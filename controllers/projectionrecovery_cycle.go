@@ -382,6 +382,11 @@ func advanceCursor(c store.Cursor, run store.Run, pr store.PageResult, now time.
 	c.State = pr.State
 	c.BlockedReason = ""
 	c.DescriptorHash = run.DescriptorHash
+	// The database's clock, as the next read of the cursor will say; ours
+	// only if the store did not return it.
+	if !pr.VerifiedAt.IsZero() {
+		now = pr.VerifiedAt
+	}
 	c.LastVerifiedAt = &now
 	return c
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -218,7 +219,42 @@ func redact(msg string, sec resolvedSecrets) string {
 	return msg
 }
 
+// secretsIn is what redact replaces: the DSN, the token and the password
+// in every form a message could carry. Parsing the DSN as the driver does
+// (pgconn.ParseConfig also reads the environment and the passfile) costs more
+// than the rest of an idle cycle, and the inputs change only on rotation, so
+// the result is remembered per (DSN, token).
 func secretsIn(sec resolvedSecrets) []string {
+	return redactions.get(sec)
+}
+
+// redactionMemo remembers secretsIn's results. Bounded: past
+// maxRedactionMemo entries (rotations of many Secrets) it starts over.
+type redactionMemo struct {
+	mu sync.Mutex
+	m  map[[2]string][]string
+}
+
+const maxRedactionMemo = 4096
+
+var redactions redactionMemo
+
+func (r *redactionMemo) get(sec resolvedSecrets) []string {
+	k := [2]string{sec.dsn, sec.token}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if out, ok := r.m[k]; ok {
+		return out
+	}
+	if r.m == nil || len(r.m) >= maxRedactionMemo {
+		r.m = map[[2]string][]string{}
+	}
+	out := computeSecretsIn(sec)
+	r.m[k] = out
+	return out
+}
+
+func computeSecretsIn(sec resolvedSecrets) []string {
 	out := []string{sec.dsn, sec.token}
 	if u, err := url.Parse(sec.dsn); err == nil && u.User != nil {
 		if p, ok := u.User.Password(); ok {

@@ -39,4 +39,9 @@ func TestFRAPR07_BootstrapFromGenesisMatchesIndependentReplay(t *testing.T) {
 	if err != nil || c.State != StateCurrent || c.VerifiedThroughSeq != src.Boundary {
 		t.Fatalf("cursor %+v %v", c, err)
 	}
+	// The page result carries the cursor's timestamp as the database wrote
+	// it: status mirrors it at commit and again from the next read.
+	if c.LastVerifiedAt == nil || !c.LastVerifiedAt.Equal(res.VerifiedAt) {
+		t.Fatalf("last_verified_at %v, the last page reported %v", c.LastVerifiedAt, res.VerifiedAt)
+	}
 }

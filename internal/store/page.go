@@ -46,7 +46,12 @@ type PageResult struct {
 	NewerLegs          int64  // retained trade legs newer than their slice re-folded into its keys (R1), summed over slices
 	LockWaited         bool   // a transaction was waiting for the projection write lock when the last slice finished
 	State              string // CURRENT or CATCHING_UP
-	Slices             int    // write slices committed: each moved the cursor in its own transaction
+	// VerifiedAt is the cursor's new last_verified_at, PostgreSQL's clock at
+	// the last committed slice: what a later read of the cursor returns, so
+	// status shows the same instant before and after (no status write on
+	// the next idle cycle just because two clocks differ).
+	VerifiedAt time.Time
+	Slices     int // write slices committed: each moved the cursor in its own transaction
 	// LockHeld is how long each committed slice held the projection write
 	// lock (granted to committed): how long a live write could have waited.
 	LockHeld []time.Duration
@@ -330,6 +335,9 @@ RETURNING last_verified_at, `+writeLockWaitedSQL,
 	}
 	if err != nil {
 		return PageResult{}, commitPoints{}, dbErr("store: advance cursor", err)
+	}
+	if verifiedAt != nil {
+		res.VerifiedAt = *verifiedAt
 	}
 	if h := s.hooks.beforeCommit; h != nil {
 		if err := h(ctx, tx); err != nil {

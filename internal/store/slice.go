@@ -182,7 +182,7 @@ func (r PageResult) plus(s PageResult) PageResult {
 	r.TouchedKeys += s.TouchedKeys
 	r.ChangedKeys += s.ChangedKeys
 	r.NewerLegs += s.NewerLegs
-	r.LockWaited = s.LockWaited
+	r.LockWaited, r.VerifiedAt = s.LockWaited, s.VerifiedAt
 	r.Slices++
 	return r
 }
