@@ -3,9 +3,16 @@
 # ratios measured in the same run. The store's catch-up runs at
 # PROJECTION_BENCH_EVENTS (default 1,000,000) against raw COPY of the same
 # trade rows; the other benchmarks run at their own sizes.
+#
+# The output is kept in bin/bench.out, and the run ends with one table
+# (hack/benchtable): every figure issues 12 and 14 set a goal for, measured
+# in this run, with its goal and whether it is met.
 set -euo pipefail
 events="${PROJECTION_BENCH_EVENTS:-1000000}"
-flags=(-count=1 -run '^$' -benchtime=1x -benchmem -timeout=60m)
+flags=(-count=1 -run '^$' -benchtime=1x -benchmem -timeout=90m)
+out="bin/bench.out"
+mkdir -p bin
+run_all() {
 echo "bench: source contract (full catch-up, N and 4N, with and without the replay cache)"
 go test "${flags[@]}" -bench . ./internal/reference/member
 echo "bench: store catch-up from genesis, ${events} events, against COPY"
@@ -16,5 +23,10 @@ echo "bench: live projector at 2,000 events/s alone, beside a catch-up of anothe
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench LiveDuringCatchUp ./internal/reference/live
 echo "bench: reconciliation dry read + detection of a clean scope, N and 4N = ${events} events (member over HTTP + PostgreSQL)"
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench Detect_CleanScope ./internal/reconstore
-echo "bench: controller (idle CURRENT scope; 100 scopes on one manager; NATS reconnect edge to CURRENT)"
-go test "${flags[@]}" -bench . ./controllers
+echo "bench: controller (idle CURRENT scope; 100 and 1,000 scopes on one manager; NATS reconnect edge to CURRENT; end to end through the manager at N/4 and N = ${events} events against the store alone)"
+PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench . ./controllers
+}
+run_all 2>&1 | tee "${out}"
+echo
+echo "bench: figures against their goals (issues 12 and 14), this run"
+go run ./hack/benchtable < "${out}"

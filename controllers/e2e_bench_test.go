@@ -1,0 +1,293 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/chain"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
+	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
+	"github.com/projection-recovery/projection-recovery/internal/reference/member"
+	"github.com/projection-recovery/projection-recovery/internal/source"
+	"github.com/projection-recovery/projection-recovery/internal/store"
+)
+
+// e2eRun is what one end-to-end run measured on one member history: the
+// same pages applied by the store alone, and caught up by the manager.
+type e2eRun struct {
+	events       int64
+	pages        int
+	store, e2e   time.Duration // store alone; resource created → status CURRENT at the boundary
+	cycles       float64
+	statusWrites float64
+	apiRequests  int64
+}
+
+func (r e2eRun) storeRate() float64 { return float64(r.events) / r.store.Seconds() }
+func (r e2eRun) e2eRate() float64   { return float64(r.events) / r.e2e.Seconds() }
+
+// runEndToEnd builds a member history of about events events and catches a
+// projection up from genesis twice, each into its own database as
+// projection_recovery: first the store alone (every page fetched before the
+// clock starts, the next page decoded and verified while the current one
+// commits), then the real manager through the member's HTTP API, the
+// verifying client, its cycles and status writes, with the default spec.
+// Both projections must end equal, row for row, in positions.
+func runEndToEnd(t testing.TB, events int) e2eRun {
+	ctx := context.Background()
+	scope := fmt.Sprintf("e2e-%d", events)
+	desc := engine.TestDescriptor(scope)
+	wl := engine.WorkloadConfig{Instruments: desc.Instruments, Openings: true}
+	probe, err := engine.BuildLog(t.TempDir(), desc, 42, wl, 200, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands := max(1, int(int64(events)*200/max(probe.Committed(), 1)))
+	lg, err := engine.BuildLog(t.TempDir(), desc, 42, wl, commands, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := member.NewHandler(lg, member.HandlerOptions{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	boundary := lg.Committed()
+	run := e2eRun{events: boundary}
+
+	addRun := func(db string) {
+		st, err := store.Open(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if _, err := st.Pool().Exec(ctx, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
+VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The store alone, on the pages the manager will fetch (default size).
+	dbStore := recoverydb.New(t)
+	addRun(dbStore.Admin)
+	cl, err := source.NewClient(source.ClientConfig{BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pages []*source.Page
+	after, digest := int64(0), chain.Genesis
+	for after < boundary {
+		p, err := cl.Fetch(ctx, after, digest, h.DescriptorHash(), int(recoveryv1.DefaultPageSize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, p)
+		after, digest = p.ThroughSeq, p.DigestThrough
+	}
+	run.pages = len(pages)
+	st, err := store.Open(ctx, dbStore.Recovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_, srun, err := st.ReadScope(ctx, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := st.AcquireLease(ctx, scope, "e2e-store", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type prepared struct {
+		pp  *store.PreparedPage
+		err error
+	}
+	ahead := make(chan prepared, 1)
+	start := time.Now()
+	go func() {
+		defer close(ahead)
+		for _, p := range pages {
+			pp, err := st.PreparePage(srun, p)
+			ahead <- prepared{pp, err}
+		}
+	}()
+	for pr := range ahead {
+		if pr.err != nil {
+			t.Fatal(pr.err)
+		}
+		if _, err := st.ApplyPrepared(ctx, lease, srun, pr.pp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run.store = time.Since(start)
+	pages = nil
+
+	// The manager, end to end.
+	dbE2E := recoverydb.New(t)
+	addRun(dbE2E.Admin)
+	ns := newNamespace(t)
+	createSecret(t, ns, "db", map[string]string{"dsn": dbE2E.Recovery})
+	var requests atomic.Int64
+	cfg := rest.CopyConfig(restCfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			requests.Add(1)
+			return rt.RoundTrip(r)
+		})
+	}
+	lbl, sel := map[string]string{shardLabel: scope}, mustSelector(t, shardLabel+"="+scope)
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	stop, _, err := startManagerOn(cfg, scope, sel, true, "", func(r *ProjectionRecoveryReconciler) { r.Metrics = metrics })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	obj := &recoveryv1.ProjectionRecovery{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "e2e", Labels: lbl},
+		Spec: recoveryv1.ProjectionRecoverySpec{Scope: scope, Source: recoveryv1.SourceSpec{URL: srv.URL},
+			Database: recoveryv1.DatabaseSpec{DSNSecretRef: recoveryv1.SecretKeySelector{Name: "db", Key: "dsn"}}},
+	}
+	var stopProfile func()
+	if path := os.Getenv("PROJECTION_BENCH_E2E_CPUPROFILE"); path != "" {
+		stopProfile = cpuProfile(t, path+"."+strconv.Itoa(events))
+	}
+	requests0 := requests.Load()
+	start = time.Now()
+	if err := k8sClient.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		got := getRecovery(t, ns, obj.Name)
+		if got.Status.State == recoveryv1.StateCurrent && got.Status.VerifiedThroughSeq == boundary {
+			break
+		}
+		if time.Since(start) > 30*time.Minute {
+			t.Fatalf("not CURRENT at %d after 30 min: %s %s %q", boundary, got.Status.State, got.Status.Reason, got.Status.Message)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	run.e2e = time.Since(start)
+	if stopProfile != nil {
+		stopProfile()
+	}
+	run.apiRequests = requests.Load() - requests0
+	run.cycles = float64(cycleCount(t, reg))
+	run.statusWrites = metrics.StatusWrites()
+
+	// Both ways end in the same projection.
+	a, b := positionsOf(t, st, scope), positionsOf(t, openStore(t, dbE2E.Admin), scope)
+	if len(a) == 0 || len(a) != len(b) {
+		t.Fatalf("%d positions by the store, %d through the manager", len(a), len(b))
+	}
+	for k, v := range a {
+		if b[k] != v {
+			t.Fatalf("position %s: %s by the store, %s through the manager", k, v, b[k])
+		}
+	}
+	return run
+}
+
+func openStore(t testing.TB, dsn string) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st
+}
+
+// positionsOf reads scope's positions as text, keyed by account/instrument.
+func positionsOf(t testing.TB, st *store.Store, scope string) map[string]string {
+	t.Helper()
+	rows, err := st.Pool().Query(context.Background(), `SELECT account || '/' || instrument, quantity::text || ' @ ' || avg_cost::text FROM positions WHERE scope = $1`, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func e2eEvents() int {
+	if v, err := strconv.Atoi(os.Getenv("PROJECTION_BENCH_EVENTS")); err == nil && v > 0 {
+		return v
+	}
+	return 40_000
+}
+
+// BenchmarkEndToEnd (issue 12, goals 2 and 4): a catch-up from genesis
+// through the real manager (member over HTTP, verifying client, controller
+// cycles, status writes, real PostgreSQL) with the default spec, against
+// the store alone on the same pages in the same run, at N/4 and N events.
+// Goals: e2e/store ≥ 0.7 and t(4N)/t(N) ≤ 4.4.
+//
+//	PROJECTION_BENCH_EVENTS=1000000 go test -run '^$' -bench EndToEnd -benchtime 1x -timeout 60m ./controllers
+func BenchmarkEndToEnd(b *testing.B) {
+	n := e2eEvents()
+	for i := 0; i < b.N; i++ {
+		q := runEndToEnd(b, n/4)
+		f := runEndToEnd(b, n)
+		b.ReportMetric(float64(f.events), "events")
+		b.ReportMetric(f.storeRate(), "store_events/s")
+		b.ReportMetric(f.e2eRate(), "e2e_events/s")
+		b.ReportMetric(f.e2eRate()/f.storeRate(), "e2e/store")
+		b.ReportMetric((f.e2e.Seconds()/float64(f.events))/(q.e2e.Seconds()/float64(q.events))*4, "t4N/tN")
+		b.ReportMetric(float64(f.apiRequests)/float64(f.pages), "api_requests/page")
+		b.ReportMetric(f.statusWrites/f.cycles, "status_writes/cycle")
+		b.Logf("N/4: %d events, store %v, e2e %v; N: %d events in %d pages, store %v, e2e %v, %.0f cycles, %.0f status writes, %d API requests",
+			q.events, q.store, q.e2e, f.events, f.pages, f.store, f.e2e, f.cycles, f.statusWrites, f.apiRequests)
+	}
+}
+
+// TestEndToEnd_Small is BenchmarkEndToEnd at 8,000 events, so it cannot rot:
+// the manager's projection equals the store's, and a cycle writes status at
+// most once.
+func TestEndToEnd_Small(t *testing.T) {
+	r := runEndToEnd(t, 8_000)
+	t.Logf("%d events in %d pages: store %v (%.0f events/s), end to end %v (%.0f events/s, %.2f of the store), %.0f cycles, %.0f status writes",
+		r.events, r.pages, r.store, r.storeRate(), r.e2e, r.e2eRate(), r.e2eRate()/r.storeRate(), r.cycles, r.statusWrites)
+	if r.pages < 4 {
+		t.Fatalf("%d pages: too short to exercise the cycles", r.pages)
+	}
+	if r.statusWrites > r.cycles {
+		t.Fatalf("%.0f status writes in %.0f cycles", r.statusWrites, r.cycles)
+	}
+}

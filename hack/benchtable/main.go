@@ -1,0 +1,162 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command benchtable reads the output of `make bench` (every benchmark's
+// result lines, in one run) and prints one table: each figure the
+// performance issues set a goal for, its value in this run, the goal, and
+// whether it is met. A figure whose benchmark did not run says so; it is
+// never left out.
+//
+//	hack/bench.sh | tee bin/bench.out; go run ./hack/benchtable < bin/bench.out
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// results maps "BenchmarkName/sub" (the -N GOMAXPROCS suffix removed) to
+// its metrics by unit.
+type results map[string]map[string]float64
+
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+(.*)$`)
+
+// parse reads `go test -bench` output; lines that are not results are skipped.
+func parse(r io.Reader) (results, error) {
+	out := results{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := benchLine.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+		if m == nil {
+			continue
+		}
+		fields := strings.Fields(m[3])
+		metrics := out[m[1]]
+		if metrics == nil {
+			metrics = map[string]float64{}
+			out[m[1]] = metrics
+		}
+		for i := 0; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				continue
+			}
+			metrics[fields[i+1]] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// figure is one row: how to get its value from the results, and its goal.
+type figure struct {
+	issue, name string
+	value       func(results) (float64, bool)
+	goal        string
+	met         func(float64) bool // nil: reported, no goal
+}
+
+func metric(bench, unit string) func(results) (float64, bool) {
+	return func(r results) (float64, bool) {
+		v, ok := r[bench][unit]
+		return v, ok
+	}
+}
+
+// ratio is a/b of two metrics of the same run.
+func ratio(benchA, unitA, benchB, unitB string) func(results) (float64, bool) {
+	return func(r results) (float64, bool) {
+		a, okA := r[benchA][unitA]
+		b, okB := r[benchB][unitB]
+		return a / b, okA && okB && b != 0
+	}
+}
+
+func atLeast(g float64) func(float64) bool { return func(v float64) bool { return v >= g } }
+func atMost(g float64) func(float64) bool  { return func(v float64) bool { return v <= g } }
+
+// figures are the goals of issue 12 (catch-up speed and scale) and issue 14
+// (live writes during a catch-up), in the issues' order.
+var figures = []figure{
+	{"12", "store catch-up from genesis: t(COPY of the rows written) / t(catch-up)", metric("BenchmarkCatchUpFromGenesis", "ratio_to_copy"), "≥ 0.8", atLeast(0.8)},
+	{"12", "store catch-up: bytes allocated per event", metric("BenchmarkCatchUpFromGenesis", "B/event"), "≤ 1024", atMost(1024)},
+	{"12", "store catch-up: allocations per event", metric("BenchmarkCatchUpFromGenesis", "allocs/event"), "≤ 20", atMost(20)},
+	{"12", "store catch-up: events/s", metric("BenchmarkCatchUpFromGenesis", "events/s"), "", nil},
+	{"12", "end to end through the manager / store alone (same pages)", metric("BenchmarkEndToEnd", "e2e/store"), "≥ 0.7", atLeast(0.7)},
+	{"12", "end to end: events/s", metric("BenchmarkEndToEnd", "e2e_events/s"), "", nil},
+	{"12", "re-verification / bootstrap rate", ratio("BenchmarkReverifyFromGenesis", "events/s", "BenchmarkCatchUpFromGenesis", "events/s"), "≥ 0.7", atLeast(0.7)},
+	{"12", "bootstrap t(4N)/t(N)", metric("BenchmarkCatchUpFromGenesis", "t4N/tN"), "≤ 4.4", atMost(4.4)},
+	{"12", "re-verification t(4N)/t(N)", metric("BenchmarkReverifyFromGenesis", "t4N/tN"), "≤ 4.4", atMost(4.4)},
+	{"12", "end to end t(4N)/t(N)", metric("BenchmarkEndToEnd", "t4N/tN"), "≤ 4.4", atMost(4.4)},
+	{"12", "1,000 scopes: catch-up from genesis, s", metric("BenchmarkThousandScopes", "catchup-s"), "", nil},
+	{"12", "1,000 scopes: catch-up CPU-s (manager process)", metric("BenchmarkThousandScopes", "catchup-cpu-s"), "", nil},
+	{"12", "1,000 scopes idle: CPU-s per s", metric("BenchmarkThousandScopes", "idle-cpu-s/s"), "≤ 0.05", atMost(0.05)},
+	{"12", "1,000 scopes idle: heap MiB", metric("BenchmarkThousandScopes", "heap-MiB"), "≤ 256", atMost(256)},
+	{"12", "1,000 scopes: Secret reads per idle cycle", metric("BenchmarkThousandScopes", "secret-reads/idle-cycle"), "0", atMost(0)},
+	{"12", "1,000 scopes: status writes per idle cycle", metric("BenchmarkThousandScopes", "status-writes/idle-cycle"), "0", atMost(0)},
+	{"12", "1,000 scopes: source requests per idle cycle", metric("BenchmarkThousandScopes", "requests/idle-cycle"), "≤ 1", atMost(1)},
+	{"12", "1,000 scopes: SQL statements per idle cycle", metric("BenchmarkThousandScopes", "statements/idle-cycle"), "≤ 2", atMost(2)},
+	{"12", "3 managers, 3,000 scopes: scopes worked by two managers at once", metric("BenchmarkThreeManagers", "double-worked"), "0", atMost(0)},
+	{"12", "NATS reconnect edge → CURRENT, ms (a page of a few hundred events)", metric("BenchmarkNATSReconnectToCurrent", "ms_reconnect_to_current"), "≤ one page + 1 s (checked ≤ 1,000)", atMost(1000)},
+	{"12", "catch-up: status writes per cycle", metric("BenchmarkEndToEnd", "status_writes/cycle"), "≤ 1", atMost(1)},
+	{"12", "catch-up: API requests per page", metric("BenchmarkEndToEnd", "api_requests/page"), "", nil},
+	{"14", "live p99 during a catch-up / alone (write slices, default budget)", metric("BenchmarkLiveDuringCatchUp/slices", "p99_during/alone"), "≤ 2", atMost(2)},
+	{"14", "live longest wait during a catch-up, ms (write slices)", metric("BenchmarkLiveDuringCatchUp/slices", "during_max_ms"), "≤ 50", atMost(50)},
+	{"14", "catch-up rate with live writes / without (write slices)", metric("BenchmarkLiveDuringCatchUp/slices", "rate_live/quiet"), "≥ 0.9", atLeast(0.9)},
+}
+
+// render writes the table as Markdown.
+func render(w io.Writer, r results) {
+	fmt.Fprintln(w, "| issue | figure | measured | goal | met |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, f := range figures {
+		v, ok := f.value(r)
+		measured, goal, met := "not measured", f.goal, "no"
+		if ok {
+			measured = format(v)
+		}
+		switch {
+		case f.met == nil:
+			goal, met = "—", "—" // a figure to read, no goal
+		case ok && f.met(v):
+			met = "yes"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", f.issue, f.name, measured, goal, met)
+	}
+}
+
+// format prints large figures whole (55000, not 5.5e+04) and small ones
+// with four significant digits.
+func format(v float64) string {
+	if v >= 1000 || v <= -1000 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
+}
+
+func main() {
+	r, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+	render(os.Stdout, r)
+}
