@@ -30,10 +30,17 @@ import (
 // The deciders below are pure: inputs in, decision out, no clock read, no I/O.
 // Reconcile and the cycle call them; table tests pin them down.
 
-// catchingUpRequeue is the pause between cycles while CATCHING_UP. Short, so
-// a lagging scope converges quickly, but non-zero so that one scope with a
-// long backlog cannot monopolise a worker and starve the others on the queue.
-const catchingUpRequeue = 200 * time.Millisecond
+// catchingUpRequeue is the pause between cycles while CATCHING_UP. Fairness
+// does not come from its length: the requeue goes through the work queue, so
+// a scope with a long backlog goes behind every scope already waiting and
+// cannot monopolise a worker (TestEnvtest_LongBacklogDoesNotStarveOthers).
+// It is short because every pause is lost catch-up time (200 ms between
+// cycles of 20 pages cost a third of an end-to-end catch-up, issue 12), and
+// not zero because a zero RequeueAfter is no requeue at all, and because the
+// next cycle reads the resource from the cache: a few milliseconds let the
+// cache see the status just written, so that cycle's own status write does
+// not lose the optimistic-lock race to a stale read.
+const catchingUpRequeue = 20 * time.Millisecond
 
 // blockedRecheck is the slowest recheck of a BLOCKED scope: nothing changes
 // until an operator acts (and editing the resource wakes it at once), but a

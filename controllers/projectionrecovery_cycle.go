@@ -242,6 +242,9 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 	fail := func(res cycleResult, err error) cycleResult { return failed(log, res, err, s.secrets) }
 	keeper := &leaseKeeper{st: st, scope: spec.Scope, owner: r.Owner, ttl: spec.EffectiveLeaseDuration(), clock: r.Clock}
 	budgetEnd := r.Clock.Now().Add(spec.EffectiveCycleTimeout())
+	var prep *store.PreparedPage // page, verified; nil until it is
+	var ahead *pageAhead         // the next page, fetched while this one commits
+	defer func() { ahead.stop() }()
 	for {
 		lease, err := keeper.ensure(ctx)
 		if err != nil {
@@ -265,11 +268,22 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 			res.message = progressMessage(res.cursor.VerifiedThroughSeq, page.BoundarySeq, res.frozen)
 			return res
 		}
+		if prep == nil {
+			if prep, err = st.PreparePage(run, page); err != nil {
+				return r.recordFailure(ctx, log, keeper, fail(res, err))
+			}
+		}
+		// The next page is fetched and verified while this one commits,
+		// unless this is the cycle's last page or the member has no more.
+		if res.pages+1 < spec.EffectivePagesPerCycle() && page.ThroughSeq < page.BoundarySeq {
+			ahead = fetchAhead(ctx, st, cl, run, page.ThroughSeq, page.DigestThrough, spec.EffectivePageSize())
+		}
 		// The transaction is bounded by the lease: it locks the lease row
 		// first, so past that a takeover waits for it; it must not wait forever.
 		wctx, cancel := context.WithTimeout(ctx, keeper.ttl)
-		pr, err := st.ApplyPage(wctx, lease, run, page)
+		pr, err := st.ApplyPrepared(wctx, lease, run, prep)
 		cancel()
+		prep = nil
 		if pr.Committed() {
 			// The page commits in write slices; those before a failing
 			// one stay committed and the cursor stands after them.
@@ -289,12 +303,21 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 			log.V(1).Info("cycle budget used", "pages", res.pages, "events", res.events, "verified", pr.VerifiedThroughSeq)
 			return res
 		}
-		page, err = cl.Fetch(ctx, pr.VerifiedThroughSeq, pr.ChainDigest, run.DescriptorHash, spec.EffectivePageSize())
+		var next *source.Page
+		if ahead.take(pr.VerifiedThroughSeq, pr.ChainDigest) {
+			next, prep, err = ahead.page, ahead.prep, ahead.err
+		} else {
+			next, err = cl.Fetch(ctx, pr.VerifiedThroughSeq, pr.ChainDigest, run.DescriptorHash, spec.EffectivePageSize())
+		}
+		ahead = nil
+		if next != nil {
+			page = next
+			res.boundary = page.BoundarySeq
+		}
 		if err != nil {
 			res.boundary = max(res.boundary, refusalBoundary(err))
 			return r.recordFailure(ctx, log, keeper, fail(res, err))
 		}
-		res.boundary = page.BoundarySeq
 	}
 }
 
