@@ -77,6 +77,7 @@ type options struct {
 	reconcileEvery          time.Duration
 	writeSliceBudget        time.Duration
 	watchSecrets            bool
+	pprofAddr               string
 	showVersion             bool
 }
 
@@ -115,6 +116,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.reconcileEvery, "reconcile-every", 0, "Keep a ProjectionReconciliation <recovery>-scheduled (label "+controllers.LabelManagedBy+"="+controllers.ManagedBySchedule+", owned by its ProjectionRecovery) that dry-runs every scope this often and reports drift as DriftFound events and projection_reconciliation_drift_findings; it never applies. 0 (the default) is off and removes the ones an earlier run created. Between 1m and 168h.")
 	fs.DurationVar(&o.writeSliceBudget, "write-slice-budget", store.DefaultSliceBudget, "How long one write slice of a recovery page aims to hold the scope's projection write lock, which every live write of the scope also takes: a page commits in slices sized to this, so a live write waits about this long at most behind recovery (docs/live-writes.md). Longer catches up faster; a negative value commits each page in one transaction.")
 	fs.BoolVar(&o.watchSecrets, "watch-secrets", true, "Keep a metadata-only watch on Secrets (names and resourceVersions, never data): an idle cycle reuses the Secret values it read while their resourceVersion is unchanged, and a rotated Secret wakes the resources referencing it at once. Needs list and watch on Secrets; false: every cycle gets its 1-3 Secrets and get suffices.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address Go's pprof endpoints (/debug/pprof/) bind to, for profiling the manager; \"0\" (the default) disables them. Profiles can hold sensitive data: bind to loopback or protect the port.")
 	fs.BoolVar(&o.dev, "dev", false, "Human-readable console logs instead of JSON.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Minimum log level: debug, info, warn, error.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
@@ -266,6 +268,7 @@ func run(args []string) error {
 		Scheme:                  scheme,
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "projection-recovery.recovery.projection.io",
 		LeaderElectionNamespace: o.leaderElectionNamespace,

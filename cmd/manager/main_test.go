@@ -52,6 +52,9 @@ func TestParseFlags_DefaultsAndErrors(t *testing.T) {
 			t.Errorf("parseFlags(%s) = %v, want accepted", ok, err)
 		}
 	}
+	if o.pprofAddr != "0" {
+		t.Errorf("--pprof-bind-address defaults to %q, want \"0\" (off)", o.pprofAddr)
+	}
 	if !o.watchSecrets {
 		t.Error("--watch-secrets must default to true (an idle cycle reads no Secret, issue 12)")
 	}
