@@ -87,10 +87,7 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		if _, err := st.Pool().Exec(ctx, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
-VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err != nil {
-			t.Fatal(err)
-		}
+		selectRun(t, st.Pool(), scope, h.DescriptorHash())
 	}
 
 	// The store alone, on the pages the manager will fetch (default size).

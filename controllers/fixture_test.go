@@ -121,11 +121,15 @@ func newFixture(t testing.TB, scope string, commands int, dropRate float64) *fix
 
 // addRun selects an ACTIVE epoch-v1 run of the member's descriptor for
 // scope, as the trade-processor would (the operator never writes runs).
-func (f *fixture) addRun(scope string) {
-	f.t.Helper()
-	if _, err := f.pool.Exec(context.Background(), `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
-VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, f.h.DescriptorHash()); err != nil {
-		f.t.Fatal(err)
+func (f *fixture) addRun(scope string) { selectRun(f.t, f.pool, scope, f.h.DescriptorHash()) }
+
+// selectRun inserts the selected ACTIVE epoch-v1 run of descriptorHash for
+// scope through pool, as the trade-processor would.
+func selectRun(t testing.TB, pool *pgxpool.Pool, scope, descriptorHash string) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
+VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, descriptorHash); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -100,10 +100,7 @@ func runScopes(t testing.TB, sc scaleRun) scaleFigures {
 			requests.Add(1)
 			h.ServeHTTP(w, r)
 		})))
-		if _, err := db.pool.Exec(ctx, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
-VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err != nil {
-			t.Fatal(err)
-		}
+		selectRun(t, db.pool, scope, h.DescriptorHash())
 	}
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
