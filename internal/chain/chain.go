@@ -28,6 +28,7 @@ package chain
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 )
 
 // Genesis is d0: the digest before any event.
@@ -49,6 +50,41 @@ func nextRaw(d string, wire []byte) [sha256.Size]byte {
 	h.Sum(out[:0])
 	return out
 }
+
+// Folder folds events onto a digest one at a time, with the digests Next
+// gives, without allocating per event: a page hashes up to 10,000 events,
+// and Next allocates a hash state and a hex string for each.
+type Folder struct {
+	h   hash.Hash
+	cur []byte // the current digest's hex: the start digest, then hex[:]
+	hex [2 * sha256.Size]byte
+	sum [sha256.Size]byte
+}
+
+// NewFolder starts a fold at d (used as given, like Next's d).
+func NewFolder(d string) *Folder {
+	return &Folder{h: sha256.New(), cur: []byte(d)}
+}
+
+// Next folds one event's exact wire bytes and returns the new digest, raw.
+func (f *Folder) Next(wire []byte) [sha256.Size]byte {
+	f.h.Reset()
+	f.h.Write(f.cur)
+	f.h.Write(newline)
+	f.h.Write(wire)
+	f.h.Sum(f.sum[:0])
+	hex.Encode(f.hex[:], f.sum[:])
+	f.cur = f.hex[:]
+	return f.sum
+}
+
+var newline = []byte{'\n'}
+
+// Is reports whether the current digest is d, without allocating.
+func (f *Folder) Is(d string) bool { return string(f.cur) == d }
+
+// Hex is the lowercase hex form of a raw digest (Next's result form).
+func Hex(raw [sha256.Size]byte) string { return hex.EncodeToString(raw[:]) }
 
 // Valid reports whether s has the shape of a digest: 64 lowercase hex characters.
 func Valid(s string) bool {

@@ -53,6 +53,7 @@ func TestFRAPR03_GoldenVectors(t *testing.T) {
 	for _, v := range vf.Vectors {
 		t.Run(v.Name, func(t *testing.T) {
 			d := v.Start
+			f := NewFolder(v.Start)
 			for i, w := range v.Wires {
 				d = Next(d, []byte(w))
 				if d != v.Digests[i] {
@@ -60,6 +61,9 @@ func TestFRAPR03_GoldenVectors(t *testing.T) {
 				}
 				if !Valid(d) {
 					t.Fatalf("digest %q not valid", d)
+				}
+				if raw := f.Next([]byte(w)); Hex(raw) != v.Digests[i] || !f.Is(v.Digests[i]) {
+					t.Fatalf("%s[%d]: Folder got %s want %s", v.Name, i, Hex(raw), v.Digests[i])
 				}
 			}
 		})
@@ -85,5 +89,18 @@ func TestChain_OrderMatters(t *testing.T) {
 				t.Errorf("Valid(%q)", tc.bad)
 			}
 		})
+	}
+}
+
+// TestFolder_NoAllocations: folding an event allocates nothing (a page folds
+// up to 10,000 on the store's path).
+func TestFolder_NoAllocations(t *testing.T) {
+	f := NewFolder(Genesis)
+	w := []byte(`{"type":"trade"}`)
+	if a := testing.AllocsPerRun(1000, func() { f.Next(w) }); a != 0 {
+		t.Fatalf("%v allocations per event, want 0", a)
+	}
+	if a := testing.AllocsPerRun(1000, func() { _ = f.Is(Genesis) }); a != 0 {
+		t.Fatalf("Is: %v allocations, want 0", a)
 	}
 }

@@ -41,7 +41,7 @@ type pageTx struct {
 	p     *prepared
 
 	existing      map[string]bool // page trade ids already retained
-	missingOrders [][]any         // order versions to insert (COPY rows)
+	missingOrders []*wire.Order   // order versions to insert (COPY)
 	rows          []posRow
 	inserted      int64
 	orderEvents   int64
@@ -68,10 +68,83 @@ CREATE TEMP TABLE IF NOT EXISTS page_positions (account text, instrument text, q
 SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL jit = off;`
 
-var (
-	tradeCols = []string{"trade_id", "trade_seq", "seq", "instrument", "price", "quantity", "buy_order_id", "sell_order_id", "buy_account", "sell_account", "ts"}
-	orderCols = []string{"scope", "order_id", "version", "seq", "account", "instrument", "side", "price", "quantity", "remaining", "status", "ts"}
+// The COPY statements of the page path, with their columns in the order
+// copyBuf writes them (copyPageTrades, copyOrderEvents, copyPagePositions).
+const (
+	copyPageTradesSQL = `COPY page_trades (trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
+    buy_account, sell_account, ts) FROM STDIN (FORMAT binary)`
+	copyOrderEventsSQL = `COPY order_events (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining,
+    status, ts) FROM STDIN (FORMAT binary)`
+	copyPagePositionsSQL = `COPY page_positions (account, instrument, quantity, avg_cost, opening_quantity, opening_avg_cost,
+    opening_proven, opening_seq, basis_quantity, basis_avg_cost, changed) FROM STDIN (FORMAT binary)`
 )
+
+// copyPageTrades streams the slice's trades into page_trades.
+func (w *pageTx) copyPageTrades(ctx context.Context) error {
+	c := getCopyBuf(11)
+	defer putCopyBuf(c)
+	for _, t := range w.p.trades {
+		c.row()
+		c.text(t.TradeID)
+		c.int8(t.TradeSeq)
+		c.int8(t.Seq)
+		c.text(t.Instrument)
+		c.numeric(t.Price)
+		c.numeric(t.Quantity)
+		c.text(t.BuyOrderID)
+		c.text(t.SellOrderID)
+		c.text(t.BuyAccount)
+		c.text(t.SellAccount)
+		c.timestamptz(t.TS)
+	}
+	_, err := c.send(ctx, w.tx, copyPageTradesSQL)
+	return err
+}
+
+// copyOrderEvents inserts the order versions checkOrders found missing.
+func (w *pageTx) copyOrderEvents(ctx context.Context) (int64, error) {
+	c := getCopyBuf(12)
+	defer putCopyBuf(c)
+	for _, o := range w.missingOrders {
+		c.row()
+		c.text(w.scope)
+		c.text(o.OrderID)
+		c.int8(o.Version)
+		c.int8(o.Seq)
+		c.text(o.Account)
+		c.text(o.Instrument)
+		c.text(string(o.Side))
+		c.numeric(o.Price)
+		c.numeric(o.Quantity)
+		c.numeric(o.Remaining)
+		c.text(string(o.Status))
+		c.timestamptz(o.TS)
+	}
+	return c.send(ctx, w.tx, copyOrderEventsSQL)
+}
+
+// copyPagePositions streams the derived positions into page_positions.
+func (w *pageTx) copyPagePositions(ctx context.Context) error {
+	c := getCopyBuf(11)
+	defer putCopyBuf(c)
+	for i := range w.rows {
+		r := &w.rows[i]
+		c.row()
+		c.text(r.k.account)
+		c.text(r.k.instrument)
+		c.numeric(r.final.Quantity)
+		c.numeric(r.final.AvgCost)
+		c.numeric(r.openQty)
+		c.numeric(r.openAvg)
+		c.boolean(r.openProven)
+		c.int8p(r.openSeq)
+		c.numeric(r.newBasis.Quantity)
+		c.numeric(r.newBasis.AvgCost)
+		c.boolean(r.changed)
+	}
+	_, err := c.send(ctx, w.tx, copyPagePositionsSQL)
+	return err
+}
 
 // checkLegacy refuses a scope holding rows without consensus provenance
 // (seq NULL): they can be neither verified nor placed in authoritative order,
@@ -95,7 +168,7 @@ func (w *pageTx) load(ctx context.Context) error {
 	if _, err := w.tx.Exec(ctx, tempTables, pgx.QueryExecModeSimpleProtocol); err != nil {
 		return dbErr("store: temp tables", err)
 	}
-	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{"page_trades"}, tradeCols, pgx.CopyFromRows(w.p.trades)); err != nil {
+	if err := w.copyPageTrades(ctx); err != nil {
 		return dbErr("store: copy page trades", err)
 	}
 	accts := make([]string, len(w.p.keys))
@@ -185,7 +258,7 @@ SELECT p.trade_id, p.seq, t.seq, t.booking_status,
 // and compared here; w.missingOrders collects the versions to insert.
 func (w *pageTx) checkOrders(ctx context.Context) error {
 	ids := make([]string, 0, len(w.p.orders))
-	seen := map[string]bool{}
+	seen := make(map[string]bool, len(w.p.orders))
 	for _, o := range w.p.orders {
 		if !seen[o.OrderID] {
 			seen[o.OrderID] = true
@@ -225,7 +298,7 @@ SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $
 			continue
 		}
 		k := orderKey{r.OrderID, r.Version}
-		src := w.p.orderBy[k]
+		src := w.p.orderOf(k)
 		inWindow := seq != nil && *seq > w.p.after && *seq <= w.p.through
 		switch {
 		case seq == nil:
@@ -248,10 +321,10 @@ SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $
 	if first != nil {
 		return first
 	}
+	w.missingOrders = make([]*wire.Order, 0, len(w.p.orders)-len(retained))
 	for _, o := range w.p.orders {
 		if !retained[orderKey{o.OrderID, o.Version}] {
-			w.missingOrders = append(w.missingOrders, []any{w.scope, o.OrderID, o.Version, o.Seq, o.Account, o.Instrument,
-				string(o.Side), num(o.Price), num(o.Quantity), num(o.Remaining), string(o.Status), tsSQL(o.TS)})
+			w.missingOrders = append(w.missingOrders, o)
 		}
 	}
 	return nil

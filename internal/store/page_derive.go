@@ -139,10 +139,11 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 
 		// R1: all retained trades plus the ones the page inserts, in
 		// authoritative order from the proven start.
-		fills := retained[r.k]
+		fills := make([]position.Fill, 0, len(retained[r.k])+len(w.p.fills[r.k])) // one allocation per key
+		fills = append(fills, retained[r.k]...)
 		for _, f := range w.p.fills[r.k] {
-			if !w.existing[f.tradeID] {
-				fills = append(fills, position.Fill{Seq: f.seq, TradeSeq: f.tradeSeq, Leg: f.leg, Quantity: f.qty, Price: f.price})
+			if !w.existing[f.t.TradeID] {
+				fills = append(fills, f.fill())
 			}
 		}
 		position.Sort(fills)
@@ -208,8 +209,8 @@ func (w *pageTx) proveStart(r *posRow, open *wire.Opening, retained []position.F
 			}
 		}
 		for _, f := range w.p.fills[r.k] {
-			if f.seq <= open.Seq {
-				return position.State{}, refuse(codes.OpeningConflict, "opening of %s at seq %d follows its trade %s at seq %d", r.describe(), open.Seq, f.tradeID, f.seq)
+			if f.t.Seq <= open.Seq {
+				return position.State{}, refuse(codes.OpeningConflict, "opening of %s at seq %d follows its trade %s at seq %d", r.describe(), open.Seq, f.t.TradeID, f.t.Seq)
 			}
 		}
 		switch {

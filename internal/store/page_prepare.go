@@ -17,6 +17,7 @@ limitations under the License.
 package store
 
 import (
+	"crypto/sha256"
 	"runtime"
 	"strconv"
 	"sync"
@@ -24,10 +25,8 @@ import (
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 
-	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/shopspring/decimal"
-
 	"github.com/projection-recovery/projection-recovery/internal/chain"
+	"github.com/projection-recovery/projection-recovery/internal/position"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
@@ -42,25 +41,34 @@ type key struct{ account, instrument string }
 // slicePage.
 type prepared struct {
 	page        *source.Page
-	after       int64   // A: the cursor the slice must start at
-	digestAfter string  // chain digest through after
-	through     int64   // T': the slice's end (the page's throughSeq, or frozen_seq for a DRAINING run if lower, for the last slice)
-	digest      string  // chain digest through T'
-	applied     int     // events of the slice (all with after < seq <= T')
-	trades      [][]any // COPY rows of page_trades
+	after       int64         // A: the cursor the slice must start at
+	digestAfter string        // chain digest through after
+	through     int64         // T': the slice's end (the page's throughSeq, or frozen_seq for a DRAINING run if lower, for the last slice)
+	digest      string        // chain digest through T'
+	applied     int           // events of the slice (all with after < seq <= T')
+	trades      []*wire.Trade // the slice's trades, in order (COPYed into page_trades)
 	orders      []*wire.Order
-	orderBy     map[orderKey]*wire.Order
-	tradeBy     map[string]*wire.Trade
+	orderBy     map[orderKey]*wire.Order // the PAGE's order versions: in the slice only if seq is in its window (orderOf)
 	openings    map[key]*wire.Opening
 	keys        []key
 	seenKey     map[key]bool
 	fills       map[key][]fillRow // slice trade legs by key (for trades found missing)
 }
 
-func newSlice(page *source.Page, after int64, digestAfter string) *prepared {
-	return &prepared{page: page, after: after, digestAfter: digestAfter,
-		tradeBy: map[string]*wire.Trade{}, orderBy: map[orderKey]*wire.Order{}, openings: map[key]*wire.Opening{},
-		seenKey: map[key]bool{}, fills: map[key][]fillRow{}}
+func newSlice(page *source.Page, after int64, digestAfter string, orderBy map[orderKey]*wire.Order) *prepared {
+	return &prepared{page: page, after: after, digestAfter: digestAfter, orderBy: orderBy,
+		openings: map[key]*wire.Opening{}, seenKey: map[key]bool{}, fills: map[key][]fillRow{}}
+}
+
+// orderOf is the slice's source event for an order version, nil when the
+// version is not in the slice. The map is the page's, shared by its slices:
+// the page has at most one event per version (checkDecoded), and the
+// slice's events are exactly the page's with after < seq <= through.
+func (p *prepared) orderOf(k orderKey) *wire.Order {
+	if o := p.orderBy[k]; o != nil && o.Seq > p.after && o.Seq <= p.through {
+		return o
+	}
+	return nil
 }
 
 func (p *prepared) addKey(k key) {
@@ -77,18 +85,14 @@ func (p *prepared) add(e wire.Event) {
 	switch {
 	case e.Trade != nil:
 		t := e.Trade
-		p.tradeBy[t.TradeID] = t
-		p.trades = append(p.trades, []any{t.TradeID, t.TradeSeq, t.Seq, t.Instrument, num(t.Price), num(t.Quantity),
-			t.BuyOrderID, t.SellOrderID, t.BuyAccount, t.SellAccount, tsSQL(t.TS)})
+		p.trades = append(p.trades, t)
 		bk, sk := key{t.BuyAccount, t.Instrument}, key{t.SellAccount, t.Instrument}
 		p.addKey(bk)
 		p.addKey(sk)
-		p.fills[bk] = append(p.fills[bk], fillRow{tradeID: t.TradeID, seq: t.Seq, tradeSeq: t.TradeSeq, leg: 0, qty: t.Quantity, price: t.Price})
-		p.fills[sk] = append(p.fills[sk], fillRow{tradeID: t.TradeID, seq: t.Seq, tradeSeq: t.TradeSeq, leg: 1, qty: t.Quantity.Neg(), price: t.Price})
+		p.fills[bk] = append(p.fills[bk], fillRow{t: t, leg: 0})
+		p.fills[sk] = append(p.fills[sk], fillRow{t: t, leg: 1})
 	case e.Order != nil:
-		o := e.Order
-		p.orderBy[orderKey{o.OrderID, o.Version}] = o
-		p.orders = append(p.orders, o)
+		p.orders = append(p.orders, e.Order)
 	case e.Opening != nil:
 		k := key{e.Opening.Account, e.Opening.Instrument}
 		p.openings[k] = e.Opening
@@ -110,9 +114,10 @@ func tsSQL(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 // projection write lock (slice.go).
 type pagePrep struct {
 	page    *source.Page
-	decoded []wire.Event // the applied events (seq <= through)
-	digests []string     // digests[i]: the chain through event i
-	through int64        // T': throughSeq, or frozen_seq for a DRAINING run if lower
+	decoded []wire.Event             // the applied events (seq <= through)
+	digests [][sha256.Size]byte      // digests[i]: the chain through event i, raw
+	orderBy map[orderKey]*wire.Order // the applied order versions
+	through int64                    // T': throughSeq, or frozen_seq for a DRAINING run if lower
 
 	next        int    // first event not yet in a slice
 	after       int64  // where the next slice starts
@@ -167,30 +172,40 @@ func prepare(run Run, page *source.Page) (*pagePrep, error) {
 	// to digestThrough even when a DRAINING run keeps only a prefix, since that
 	// is what proves the kept events authentic. digests[i] is the chain
 	// through event i: a slice ending there starts the next one from it.
-	digests := make([]string, len(page.Events))
-	d, ckptDigest := page.DigestAfter, page.DigestAfter
+	// Digests are kept raw (32 bytes an event, no string): a slice needs
+	// the hex form only where it ends.
+	digests := make([][sha256.Size]byte, len(page.Events))
+	f := chain.NewFolder(page.DigestAfter)
+	ckpt := -1 // index of the last event at or before the checkpoint seq
 	last, applied := page.AfterSeq, 0
 	for i, ev := range page.Events {
 		if ev.Seq <= page.AfterSeq || ev.Seq > page.ThroughSeq || ev.Seq < last {
 			return nil, refuse(codes.OrderingViolation, "event %d has seq %d outside (%d, %d] or before %d", i, ev.Seq, page.AfterSeq, page.ThroughSeq, last)
 		}
 		last = ev.Seq
-		d = chain.Next(d, ev.Wire)
-		digests[i] = d
+		digests[i] = f.Next(ev.Wire)
 		if ck := run.RecoveryCheckpointSeq; ck != nil && ev.Seq <= *ck {
-			ckptDigest = d
+			ckpt = i
 		}
 		if ev.Seq <= through {
 			applied++ // events beyond frozen are hashed for authenticity, never applied
 		}
 	}
-	if d != page.DigestThrough {
+	if !f.Is(page.DigestThrough) {
+		d := page.DigestAfter
+		if len(digests) > 0 {
+			d = chain.Hex(digests[len(digests)-1])
+		}
 		return nil, refuse(codes.ChainMismatch, "events hash to %s, page claims digestThrough %s", d, page.DigestThrough)
 	}
 	// FR-APR07: the explicit-recovery checkpoint is only an identity
 	// cross-check: when the page covers its seq, the chain there must match.
 	if ck := run.RecoveryCheckpointSeq; ck != nil && run.RecoveryCheckpointDigest != "" &&
 		*ck >= page.AfterSeq && *ck <= page.ThroughSeq {
+		ckptDigest := page.DigestAfter
+		if ckpt >= 0 {
+			ckptDigest = chain.Hex(digests[ckpt])
+		}
 		if ckptDigest != run.RecoveryCheckpointDigest {
 			return nil, refuse(codes.ExplicitCheckpointMismatch, "chain at explicit-recovery checkpoint seq %d is %s, run records %s", *ck, ckptDigest, run.RecoveryCheckpointDigest)
 		}
@@ -199,48 +214,60 @@ func prepare(run Run, page *source.Page) (*pagePrep, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkDecoded(page, decoded); err != nil {
+	orderBy, err := checkDecoded(page, decoded)
+	if err != nil {
 		return nil, err
 	}
-	return &pagePrep{page: page, decoded: decoded, digests: digests[:applied], through: through,
+	return &pagePrep{page: page, decoded: decoded, digests: digests[:applied], orderBy: orderBy, through: through,
 		after: page.AfterSeq, digestAfter: page.DigestAfter}, nil
 }
 
 // checkDecoded applies the page-wide rules to the decoded events: the wire
 // seq is the page's, and no trade, order version or opening appears twice in
-// the PAGE (not only within a slice).
-func checkDecoded(page *source.Page, decoded []wire.Event) error {
-	trades := make(map[string]bool, len(decoded)/3)
-	orders := make(map[orderKey]bool, len(decoded)/2)
+// the PAGE (not only within a slice). It returns the page's order versions
+// by key.
+func checkDecoded(page *source.Page, decoded []wire.Event) (map[orderKey]*wire.Order, error) {
+	nt, no := 0, 0
+	for _, e := range decoded {
+		switch {
+		case e.Trade != nil:
+			nt++
+		case e.Order != nil:
+			no++
+		}
+	}
+	// Sized exactly: a map that outgrows its hint copies itself.
+	trades := make(map[string]bool, nt)
+	orders := make(map[orderKey]*wire.Order, no)
 	openings := map[key]bool{}
 	for i, e := range decoded {
 		ev := page.Events[i]
 		if e.Seq() != ev.Seq {
-			return refuse(codes.OrderingViolation, "event %d: page seq %d, wire seq %d", i, ev.Seq, e.Seq())
+			return nil, refuse(codes.OrderingViolation, "event %d: page seq %d, wire seq %d", i, ev.Seq, e.Seq())
 		}
 		switch {
 		case e.Trade != nil:
 			if trades[e.Trade.TradeID] {
-				return refuse(codes.OrderingViolation, "trade %s appears twice in the page", e.Trade.TradeID)
+				return nil, refuse(codes.OrderingViolation, "trade %s appears twice in the page", e.Trade.TradeID)
 			}
 			trades[e.Trade.TradeID] = true
 		case e.Order != nil:
 			ok := orderKey{e.Order.OrderID, e.Order.Version}
-			if orders[ok] {
-				return refuse(codes.OrderingViolation, "order %s version %d appears twice in the page", ok.id, ok.version)
+			if orders[ok] != nil {
+				return nil, refuse(codes.OrderingViolation, "order %s version %d appears twice in the page", ok.id, ok.version)
 			}
-			orders[ok] = true
+			orders[ok] = e.Order
 		case e.Opening != nil:
 			k := key{e.Opening.Account, e.Opening.Instrument}
 			if openings[k] {
-				return refuse(codes.OpeningConflict, "two openings for %s/%s in the page", k.account, k.instrument)
+				return nil, refuse(codes.OpeningConflict, "two openings for %s/%s in the page", k.account, k.instrument)
 			}
 			openings[k] = true
 		default:
-			return refuse(codes.MalformedEvent, "event at seq %d has no payload", ev.Seq)
+			return nil, refuse(codes.MalformedEvent, "event at seq %d has no payload", ev.Seq)
 		}
 	}
-	return nil
+	return orders, nil
 }
 
 // done reports whether every slice of the page has been cut (an empty or
@@ -254,7 +281,7 @@ func (pp *pagePrep) done() bool { return pp.cut > 0 && pp.next == len(pp.decoded
 // seqs; the last slice ends at through, which may lie past its last event
 // (the page's throughSeq also covers commands without outputs).
 func (pp *pagePrep) nextSlice(n int) *prepared {
-	sl := newSlice(pp.page, pp.after, pp.digestAfter)
+	sl := newSlice(pp.page, pp.after, pp.digestAfter, pp.orderBy)
 	i := pp.next
 	for ; i < len(pp.decoded); i++ {
 		if n > 0 && sl.applied >= n && pp.decoded[i].Seq() != pp.decoded[i-1].Seq() {
@@ -266,19 +293,13 @@ func (pp *pagePrep) nextSlice(n int) *prepared {
 	if i == len(pp.decoded) {
 		sl.through, sl.digest = pp.through, pp.digestAfter
 		if i > 0 {
-			sl.digest = pp.digests[i-1]
+			sl.digest = chain.Hex(pp.digests[i-1])
 		}
 	} else {
-		sl.through, sl.digest = pp.decoded[i-1].Seq(), pp.digests[i-1]
+		sl.through, sl.digest = pp.decoded[i-1].Seq(), chain.Hex(pp.digests[i-1])
 	}
 	pp.after, pp.digestAfter = sl.through, sl.digest
 	return sl
-}
-
-// num converts a decimal to pgx's numeric without a string round trip
-// (formatting and re-parsing every amount dominated COPY encoding).
-func num(d decimal.Decimal) pgtype.Numeric {
-	return pgtype.Numeric{Int: d.Coefficient(), Exp: d.Exponent(), Valid: true}
 }
 
 // orderKey identifies an order version.
@@ -292,7 +313,12 @@ type orderKey struct {
 // index) wins, so the refusal is deterministic.
 func decodeAll(evs []source.Event) ([]wire.Event, error) {
 	out := make([]wire.Event, len(evs))
-	errs := make([]error, len(evs))
+	// Each worker keeps its chunk's first failure; chunks are in index
+	// order, so the first worker with one holds the page's first.
+	type failure struct {
+		i   int
+		err error
+	}
 	workers := runtime.GOMAXPROCS(0)
 	if workers > 8 {
 		workers = 8
@@ -302,6 +328,7 @@ func decodeAll(evs []source.Event) ([]wire.Event, error) {
 	}
 	var wg sync.WaitGroup
 	chunk := (len(evs) + workers - 1) / workers
+	fails := make([]failure, workers)
 	for w := 0; w < workers; w++ {
 		lo, hi := w*chunk, min((w+1)*chunk, len(evs))
 		if lo >= hi {
@@ -311,25 +338,35 @@ func decodeAll(evs []source.Event) ([]wire.Event, error) {
 		go func() {
 			defer wg.Done()
 			for i := lo; i < hi; i++ {
-				out[i], errs[i] = wire.Decode(evs[i].Wire)
+				var err error
+				if out[i], err = wire.Decode(evs[i].Wire); err != nil {
+					fails[w] = failure{i, err}
+					return
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return nil, &codes.Refusal{Code: codes.MalformedEvent, Detail: "event at seq " + strconv.FormatInt(evs[i].Seq, 10), Err: err}
+	for _, f := range fails {
+		if f.err != nil {
+			return nil, &codes.Refusal{Code: codes.MalformedEvent, Detail: "event at seq " + strconv.FormatInt(evs[f.i].Seq, 10), Err: f.err}
 		}
 	}
 	return out, nil
 }
 
-// fillRow is one trade leg of a key (signed quantity).
+// fillRow is one trade leg of a key: the buy leg (0) adds the trade's
+// quantity, the sell leg (1) subtracts it.
 type fillRow struct {
-	tradeID  string
-	seq      int64
-	tradeSeq int64
-	leg      int
-	qty      decimal.Decimal
-	price    decimal.Decimal
+	t   *wire.Trade
+	leg int
+}
+
+// fill is the leg as position.Apply folds it (signed quantity).
+func (f fillRow) fill() position.Fill {
+	q := f.t.Quantity
+	if f.leg == 1 {
+		q = q.Neg()
+	}
+	return position.Fill{Seq: f.t.Seq, TradeSeq: f.t.TradeSeq, Leg: f.leg, Quantity: q, Price: f.t.Price}
 }

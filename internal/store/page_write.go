@@ -18,8 +18,6 @@ package store
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // write persists the page: missing trades, order versions, positions, basis,
@@ -47,7 +45,7 @@ SELECT $1, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, 
 	// transaction under the projection write lock (no other writer can add
 	// one meanwhile), so a direct COPY is safe; a concurrent insert would
 	// fail the COPY on the primary key and roll the page back, never corrupt it.
-	n, err := w.tx.CopyFrom(ctx, pgx.Identifier{"order_events"}, orderCols, pgx.CopyFromRows(w.missingOrders))
+	n, err := w.copyOrderEvents(ctx)
 	if err != nil {
 		return dbErr("store: insert order events", err)
 	}
@@ -69,14 +67,7 @@ WHERE o.version < EXCLUDED.version`, w.scope, w.p.after, w.p.through); err != ni
 		return dbErr("store: upsert orders", err)
 	}
 
-	pos := make([][]any, len(w.rows))
-	for i, r := range w.rows {
-		pos[i] = []any{r.k.account, r.k.instrument, num(r.final.Quantity), num(r.final.AvgCost), num(r.openQty), num(r.openAvg), r.openProven,
-			r.openSeq, num(r.newBasis.Quantity), num(r.newBasis.AvgCost), r.changed}
-	}
-	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{"page_positions"}, []string{"account", "instrument", "quantity", "avg_cost",
-		"opening_quantity", "opening_avg_cost", "opening_proven", "opening_seq", "basis_quantity", "basis_avg_cost", "changed"},
-		pgx.CopyFromRows(pos)); err != nil {
+	if err := w.copyPagePositions(ctx); err != nil {
 		return dbErr("store: copy positions", err)
 	}
 	if _, err := w.tx.Exec(ctx, `

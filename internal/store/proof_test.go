@@ -253,10 +253,10 @@ func TestOpeningProof_ProveStartTable(t *testing.T) {
 		{name: "opening after a retained trade", r: row("0", "0", nil), open: open(4, "7", "1"),
 			retained: []position.Fill{{Seq: 2, Quantity: Dec("1"), Price: Dec("1")}}, want: codes.OpeningConflict},
 		{name: "opening after a page trade", r: row("0", "0", nil), open: open(4, "7", "1"),
-			pageFills: []fillRow{{tradeID: "t", seq: 4, qty: Dec("1"), price: Dec("1")}}, want: codes.OpeningConflict},
+			pageFills: []fillRow{{t: &wire.Trade{TradeID: "t", Seq: 4, Quantity: Dec("1"), Price: Dec("1")}}}, want: codes.OpeningConflict},
 		{name: "opening before trades", r: row("0", "0", nil), open: open(4, "7", "1"),
 			retained:  []position.Fill{{Seq: 12, Quantity: Dec("1"), Price: Dec("1")}},
-			pageFills: []fillRow{{tradeID: "t", seq: 5, qty: Dec("1"), price: Dec("1")}}, start: "0@0"},
+			pageFills: []fillRow{{t: &wire.Trade{TradeID: "t", Seq: 5, Quantity: Dec("1"), Price: Dec("1")}}}, start: "0@0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := &pageTx{p: &prepared{through: 10, fills: map[key][]fillRow{k: c.pageFills}}}
