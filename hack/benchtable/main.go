@@ -129,6 +129,9 @@ var figures = []figure{
 	{"14", "live p99 during a catch-up / alone (write slices, default budget)", metric("BenchmarkLiveDuringCatchUp/slices", "p99_during/alone"), "≤ 2", atMost(2)},
 	{"14", "live longest wait during a catch-up, ms (write slices)", metric("BenchmarkLiveDuringCatchUp/slices", "during_max_ms"), "≤ 50", atMost(50)},
 	{"14", "catch-up rate with live writes / without (write slices)", metric("BenchmarkLiveDuringCatchUp/slices", "rate_live/quiet"), "≥ 0.9", atLeast(0.9)},
+	{"14", "control, no lock shared: live p99 beside a catch-up of another database / alone", ratio("BenchmarkLiveDuringCatchUp/slices", "shared_p99_ms", "BenchmarkLiveDuringCatchUp/slices", "alone_p99_ms"), "", nil},
+	{"14", "control, no lock shared: live longest wait beside it, ms", metric("BenchmarkLiveDuringCatchUp/slices", "shared_max_ms"), "", nil},
+	{"14", "control, no lock shared: catch-up rate with the live writes in another database / without", metric("BenchmarkLiveDuringCatchUp/slices", "rate_beside/quiet"), "", nil},
 }
 
 // render writes the table as Markdown.

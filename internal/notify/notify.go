@@ -123,9 +123,10 @@ const drainLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('projection-
 // flushBatch sends the oldest unsent rows, in id order, under the drain lock.
 //
 // Invariant: one key's messages leave in cursor order. Outbox ids of one
-// scope increase with its cursor: pages of a scope serialize on the
-// projection write lock (store.WriteLock), so page N+1 allocates its ids
-// after page N committed. Sending in id order by one publisher at a time
+// scope increase with its cursor: pages of a scope serialize on the cursor
+// row, which every page reads FOR UPDATE before it writes any outbox row
+// (and, for keys they share, on the projection write lock of the keys), so
+// page N+1 allocates its ids after page N committed. Sending in id order by one publisher at a time
 // therefore sends page N's row of a key before page N+1's. Without the lock
 // (rows claimed FOR UPDATE SKIP LOCKED by each publisher), a second manager
 // skipped page N's row locked by the first and could publish page N+1's

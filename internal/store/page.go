@@ -75,11 +75,14 @@ func (s *Store) SetAfterCommit(f func(scope string)) { s.afterCommit = f }
 //  1. decode, hash and order-check the WHOLE page, outside any transaction,
 //     and cut it into write slices at command boundaries (prepare);
 //  2. per slice, in ONE transaction: COPY the slice's trades and keys into
-//     session-private temporary tables, then take the scope's projection
-//     write lock (WriteLock), so no live write interleaves with what follows;
+//     session-private temporary tables, then take the projection write lock
+//     of the slice's keys (KeyLocks: the scope's lock shared, each key's
+//     exclusively), so no live write on those keys interleaves with what
+//     follows;
 //  3. re-read the lease row FOR UPDATE: owner, fence, unexpired (FR-APR08);
 //  4. re-read the selected run: changed since the caller read it → SUPERSEDED,
-//     nothing written (FR-APR09; runs are read, never written);
+//     nothing written (FR-APR09; runs are read, never written); read again
+//     FOR SHARE just before step 8 (sameRun);
 //  5. re-read the cursor: the slice's after and digestAfter must be its
 //     verified-through and digest; descriptor and protocol must match
 //     (FR-APR05/07); a cursor at genesis bootstraps: every retained row is
@@ -209,9 +212,15 @@ func (s *Store) lockAndApply(ctx context.Context, tx pgx.Tx, l Lease, run Run, p
 	if err := w.load(ctx); err != nil {
 		return PageResult{}, commitPoints{}, time.Time{}, err
 	}
-	if err := WriteLock(ctx, tx, run.Scope); err != nil {
+	accts, instrs := make([]string, len(w.p.lockKeys)), make([]string, len(w.p.lockKeys))
+	for i, k := range w.p.lockKeys {
+		accts[i], instrs[i] = k.account, k.instrument
+	}
+	ids, err := keyLocks(ctx, tx, run.Scope, accts, instrs)
+	if err != nil {
 		return PageResult{}, commitPoints{}, time.Time{}, err
 	}
+	w.lockIDs = ids
 	locked := time.Now()
 	res, points, err := s.applyTx(ctx, w, l, run)
 	return res, points, locked, err
@@ -236,16 +245,15 @@ func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageR
 			return PageResult{}, commitPoints{}, err
 		}
 	}
-	now, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM projection_runs WHERE scope = $1 AND selected FOR SHARE`, scope))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return PageResult{}, commitPoints{}, refuse(codes.Superseded, "scope %q no longer has a selected run", scope)
+	// The run is read here to refuse early, and again, FOR SHARE, just
+	// before the cursor moves (sameRun): see there why not FOR SHARE here.
+	if err := sameRun(ctx, tx, run, false); err != nil {
+		return PageResult{}, commitPoints{}, err
 	}
-	if err != nil {
-		return PageResult{}, commitPoints{}, dbErr("store: re-read run", err)
-	}
-	if !now.sameBarrier(run) {
-		return PageResult{}, commitPoints{}, refuse(codes.Superseded, "run changed: was %d/%s/%s, now %d/%s/%s",
-			run.RunID, run.Phase, run.DescriptorHash, now.RunID, now.Phase, now.DescriptorHash)
+	if h := s.hooks.afterRunRead; h != nil {
+		if err := h(ctx, tx); err != nil {
+			return PageResult{}, commitPoints{}, err
+		}
 	}
 
 	cur, err := scanCursor(tx.QueryRow(ctx, `SELECT `+cursorColumns+` FROM projection_catchup_cursor WHERE scope = $1 FOR UPDATE`, scope))
@@ -304,6 +312,9 @@ func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageR
 		EventCount: cur.EventCount + int64(p.applied), BoundarySeq: pg.BoundarySeq, Applied: p.applied,
 		InsertedTrades: w.inserted, OrderEvents: w.orderEvents, TouchedKeys: len(p.keys), ChangedKeys: w.changed, NewerLegs: w.newer, State: state,
 	}
+	if err := sameRun(ctx, tx, run, true); err != nil {
+		return PageResult{}, commitPoints{}, err
+	}
 	// Compare-and-set on the cursor we read: if anything moved it, refuse.
 	// RETURNING the new last_verified_at: with verified-through and digest it
 	// is the commit point resolveCommit recognises (an idle page keeps both
@@ -315,19 +326,19 @@ func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageR
 		err = tx.QueryRow(ctx, `
 INSERT INTO projection_catchup_cursor (scope, descriptor_hash, protocol_version, verified_through_seq, chain_digest,
     event_count, last_observed_boundary_seq, state, blocked_reason, last_verified_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, clock_timestamp())
+VALUES ($1, $3, $4, $5, $6, $7, $8, $9, NULL, clock_timestamp())
 ON CONFLICT (scope) DO NOTHING
-RETURNING last_verified_at, `+writeLockWaitedSQL, scope, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest,
+RETURNING last_verified_at, `+lockWaitedSQL, scope, w.lockIDs, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest,
 			res.EventCount, pg.BoundarySeq, state).Scan(&verifiedAt, &res.LockWaited)
 	} else {
 		err = tx.QueryRow(ctx, `
 UPDATE projection_catchup_cursor
-   SET descriptor_hash = $2, protocol_version = $3, verified_through_seq = $4, chain_digest = $5, event_count = $6,
-       last_observed_boundary_seq = greatest(last_observed_boundary_seq, $7), state = $8, blocked_reason = NULL,
+   SET descriptor_hash = $3, protocol_version = $4, verified_through_seq = $5, chain_digest = $6, event_count = $7,
+       last_observed_boundary_seq = greatest(last_observed_boundary_seq, $8), state = $9, blocked_reason = NULL,
        last_verified_at = clock_timestamp(), updated_at = clock_timestamp()
- WHERE scope = $1 AND verified_through_seq = $9 AND chain_digest = $10 AND last_observed_boundary_seq = $11
-RETURNING last_verified_at, `+writeLockWaitedSQL,
-			scope, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest, res.EventCount,
+ WHERE scope = $1 AND verified_through_seq = $10 AND chain_digest = $11 AND last_observed_boundary_seq = $12
+RETURNING last_verified_at, `+lockWaitedSQL,
+			scope, w.lockIDs, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest, res.EventCount,
 			pg.BoundarySeq, state, cur.VerifiedThroughSeq, cur.ChainDigest, cur.LastObservedBoundarySeq).Scan(&verifiedAt, &res.LockWaited)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -348,4 +359,34 @@ RETURNING last_verified_at, `+writeLockWaitedSQL,
 		pre:  commitPoint{through: cur.VerifiedThroughSeq, digest: cur.ChainDigest, verifiedAt: cur.LastVerifiedAt},
 		post: commitPoint{through: res.VerifiedThroughSeq, digest: res.ChainDigest, verifiedAt: verifiedAt},
 	}, nil
+}
+
+// sameRun re-reads the scope's selected run (forShare: FOR SHARE) and
+// refuses SUPERSEDED unless it is run with the same barrier (FR-APR09: runs
+// are read, never written). The slice reads it twice: first without a row
+// lock, to refuse early; then FOR SHARE as the last read before the cursor
+// moves, which holds until COMMIT. Between the two, a change that committed
+// is seen by the second read and refuses the slice, and a change not yet
+// committed makes it wait and then refuses it, so the run the slice commits
+// under is the run it was verified against. The live projector updates the
+// run row (its max observed seq) in every write: a FOR SHARE taken first
+// would make every live write wait for the whole slice, even on keys the
+// slice does not lock.
+func sameRun(ctx context.Context, tx pgx.Tx, run Run, forShare bool) error {
+	q := `SELECT ` + runColumns + ` FROM projection_runs WHERE scope = $1 AND selected`
+	if forShare {
+		q = `SELECT ` + runColumns + ` FROM projection_runs WHERE scope = $1 AND selected FOR SHARE`
+	}
+	now, err := scanRun(tx.QueryRow(ctx, q, run.Scope))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return refuse(codes.Superseded, "scope %q no longer has a selected run", run.Scope)
+	}
+	if err != nil {
+		return dbErr("store: re-read run", err)
+	}
+	if !now.sameBarrier(run) {
+		return refuse(codes.Superseded, "run changed: was %d/%s/%s, now %d/%s/%s",
+			run.RunID, run.Phase, run.DescriptorHash, now.RunID, now.Phase, now.DescriptorHash)
+	}
+	return nil
 }

@@ -42,6 +42,7 @@ type pageTx struct {
 
 	existing      map[string]bool // page trade ids already retained
 	missingOrders []*wire.Order   // order versions to insert (COPY)
+	lockIDs       []int64         // the key locks the slice holds (KeyLocks)
 	rows          []posRow
 	inserted      int64
 	orderEvents   int64

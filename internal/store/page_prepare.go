@@ -50,14 +50,24 @@ type prepared struct {
 	orders      []*wire.Order
 	orderBy     map[orderKey]*wire.Order // the PAGE's order versions: in the slice only if seq is in its window (orderOf)
 	openings    map[key]*wire.Opening
-	keys        []key
+	keys        []key // position keys the slice re-derives (trade legs, openings)
 	seenKey     map[key]bool
+	lockKeys    []key // keys the slice locks: keys plus its order versions' (KeyLocks)
+	seenLock    map[key]bool
 	fills       map[key][]fillRow // slice trade legs by key (for trades found missing)
 }
 
 func newSlice(page *source.Page, after int64, digestAfter string, orderBy map[orderKey]*wire.Order) *prepared {
 	return &prepared{page: page, after: after, digestAfter: digestAfter, orderBy: orderBy,
-		openings: map[key]*wire.Opening{}, seenKey: map[key]bool{}, fills: map[key][]fillRow{}}
+		openings: map[key]*wire.Opening{}, seenKey: map[key]bool{}, seenLock: map[key]bool{}, fills: map[key][]fillRow{}}
+}
+
+// lockKey adds k to the keys the slice locks.
+func (p *prepared) lockKey(k key) {
+	if !p.seenLock[k] {
+		p.seenLock[k] = true
+		p.lockKeys = append(p.lockKeys, k)
+	}
 }
 
 // orderOf is the slice's source event for an order version, nil when the
@@ -76,6 +86,7 @@ func (p *prepared) addKey(k key) {
 		p.seenKey[k] = true
 		p.keys = append(p.keys, k)
 	}
+	p.lockKey(k)
 }
 
 // add puts one decoded event of the slice into the rows and maps the
@@ -93,6 +104,7 @@ func (p *prepared) add(e wire.Event) {
 		p.fills[sk] = append(p.fills[sk], fillRow{t: t, leg: 1})
 	case e.Order != nil:
 		p.orders = append(p.orders, e.Order)
+		p.lockKey(key{e.Order.Account, e.Order.Instrument})
 	case e.Opening != nil:
 		k := key{e.Opening.Account, e.Opening.Instrument}
 		p.openings[k] = e.Opening
@@ -276,7 +288,8 @@ func (pp *pagePrep) done() bool { return pp.cut > 0 && pp.next == len(pp.decoded
 
 // nextSlice cuts the next write slice: at least n events (n <= 0: the rest
 // of the page), extended to the end of the command the n-th event belongs
-// to. Slices end only between two events of different seqs, because a
+// to, and ended early after the command that brings its keys to
+// maxSliceKeys (each key is a lock the slice holds; see KeyLocks). Slices end only between two events of different seqs, because a
 // command's events share its consensus seq and the cursor moves by whole
 // seqs; the last slice ends at through, which may lie past its last event
 // (the page's throughSeq also covers commands without outputs).
@@ -284,7 +297,7 @@ func (pp *pagePrep) nextSlice(n int) *prepared {
 	sl := newSlice(pp.page, pp.after, pp.digestAfter, pp.orderBy)
 	i := pp.next
 	for ; i < len(pp.decoded); i++ {
-		if n > 0 && sl.applied >= n && pp.decoded[i].Seq() != pp.decoded[i-1].Seq() {
+		if ((n > 0 && sl.applied >= n) || len(sl.lockKeys) >= maxSliceKeys) && pp.decoded[i].Seq() != pp.decoded[i-1].Seq() {
 			break
 		}
 		sl.add(pp.decoded[i])

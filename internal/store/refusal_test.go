@@ -330,6 +330,37 @@ func TestRefusal_SUPERSEDED(t *testing.T) {
 	}
 }
 
+// FR-APR09 with per-key locks (issue 14): the slice reads the run without a
+// row lock first, so that live writes (which update the run row) do not wait
+// for it; a barrier change that commits after that read is seen by the
+// FOR SHARE re-read before the cursor moves, and supersedes the slice:
+// nothing written.
+func TestRefusal_SUPERSEDED_MidSlice(t *testing.T) {
+	for _, tc := range []struct {
+		name, change string
+	}{
+		{"run began draining", `UPDATE projection_runs SET phase = 'DRAINING', frozen_seq = 3`},
+		{"run deselected", `UPDATE projection_runs SET selected = false`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t)
+			before := snapshot(t, f.s)
+			f.s.hooks.afterRunRead = func(context.Context, pgx.Tx) error {
+				_, err := adminOf(t, f.s).Exec(ctxb, tc.change) // commits at once: no row lock is held
+				return err
+			}
+			_, err := f.s.ApplyPage(ctxb, f.l, f.run, f.page())
+			wantCode(t, err, codes.Superseded)
+			f.s.hooks.afterRunRead = nil
+			// Everything but the runs (the last line: the change itself).
+			projection := func(snap string) string { return snap[:strings.LastIndex(strings.TrimSuffix(snap, "\n"), "\n")] }
+			if after := snapshot(t, f.s); projection(after) != projection(before) {
+				t.Fatalf("a superseded slice wrote:\n%s\nwas:\n%s", after, before)
+			}
+		})
+	}
+}
+
 func TestRefusal_CURSOR_MOVED(t *testing.T) {
 	f := setup(t)
 	if _, err := f.s.ApplyPage(ctxb, f.l, f.run, f.src.Page(0, 1)); err != nil {

@@ -43,6 +43,12 @@ const (
 	minSliceEvents = 50
 	// maxSliceEvents is the source contract's maximum page.
 	maxSliceEvents = 10_000
+	// maxSliceKeys bounds the key locks a slice holds (one advisory lock
+	// each, in PostgreSQL's shared lock table, sized by
+	// max_locks_per_transaction × max_connections: 6,400 by default). A
+	// slice ends after the command that reaches it; a command's keys are
+	// never split.
+	maxSliceKeys = 512
 	// quietSlices is how many slices in a row must end with nobody waiting
 	// for the lock before slices grow.
 	quietSlices = 3

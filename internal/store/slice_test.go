@@ -19,6 +19,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -195,6 +196,43 @@ func TestNextSlice_CutsBetweenCommands(t *testing.T) {
 	}
 }
 
+// A slice holds one lock per key (KeyLocks): it ends after the command that
+// brings its keys to maxSliceKeys, whatever the event count asks, and all
+// events still land in exactly one slice, in order.
+func TestNextSlice_CapsKeys(t *testing.T) {
+	var evs []wire.Event
+	for i := 1; i <= 700; i++ { // one trade per command, each between two new accounts
+		evs = append(evs, storetest.Trade(int64(i), int64(i), fmt.Sprintf("t%d", i), "ACME", "100", "1", fmt.Sprintf("b%d", i), fmt.Sprintf("s%d", i)))
+	}
+	src := storetest.NewLedger(t, 700, evs...)
+	run := Run{RunID: 1, Scope: "s", Phase: PhaseActive, Selected: true, Managed: true, Epoch: 1, DescriptorHash: testDescriptor, ProtocolVersion: 1}
+	for _, n := range []int{0, 100, 400, 10_000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			pp, err := prepare(run, src.Page(0, 1000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sizes []int
+			for !pp.done() {
+				sl := pp.nextSlice(n)
+				if len(sl.lockKeys) > maxSliceKeys {
+					t.Fatalf("a slice locks %d keys, more than %d", len(sl.lockKeys), maxSliceKeys)
+				}
+				sizes = append(sizes, sl.applied)
+			}
+			// Each trade brings two new keys: the cap is reached after
+			// maxSliceKeys/2 of them, before 400 events.
+			want := []int{maxSliceKeys / 2, maxSliceKeys / 2, 700 - maxSliceKeys}
+			if n == 100 {
+				want = []int{100, 100, 100, 100, 100, 100, 100}
+			}
+			if !slices.Equal(sizes, want) {
+				t.Fatalf("n=%d: slices of %v events, want %v", n, sizes, want)
+			}
+		})
+	}
+}
+
 // A page commits slice by slice: every slice moves the cursor, the positions
 // end as the replay says, and a page that fails in a later slice keeps the
 // earlier ones (each a verified page of its own) and reports them; the
@@ -331,12 +369,28 @@ func TestApplyPage_ReadCommittedWithCustomPlans(t *testing.T) {
 }
 
 // A slice reports whether a transaction was waiting for the projection
-// write lock when it finished (the sizer keeps slices short only then); the
-// runtime role can see it (pg_locks needs no privilege).
+// write lock of its scope or of one of its keys when it finished (the sizer
+// keeps slices short only then); the runtime role can see it (pg_locks
+// needs no privilege). A writer holding the per-key lock of keys the slice
+// does not touch neither waits nor counts (issue 14): it commits while the
+// slice is still open.
 func TestApplyPage_ReportsAWaitingLiveWrite(t *testing.T) {
 	t.Parallel()
-	for _, waiter := range []bool{false, true} {
-		t.Run(map[bool]string{false: "nobody waits", true: "a writer waits"}[waiter], func(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		lock   func(tx pgx.Tx) error // the other writer's lock
+		waits  bool
+		counts bool
+	}{
+		{name: "nobody waits"},
+		{name: "a writer of the whole scope waits", waits: true, counts: true,
+			lock: func(tx pgx.Tx) error { _, err := tx.Exec(ctxb, WriteLockSQL, "s"); return err }},
+		{name: "a writer of a key of the slice waits", waits: true, counts: true,
+			lock: func(tx pgx.Tx) error { return KeyLocks(ctxb, tx, "s", []string{"C"}, []string{"ACME"}) }},
+		{name: "a writer of other keys goes through",
+			lock: func(tx pgx.Tx) error { return KeyLocks(ctxb, tx, "s", []string{"A", "Z"}, []string{"OTHER", "ACME"}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStore(t)
 			s.SetSliceBudget(-1)
@@ -344,14 +398,21 @@ func TestApplyPage_ReportsAWaitingLiveWrite(t *testing.T) {
 			l := lease(t, s, "s", "w")
 			admin := adminOf(t, s)
 			done := make(chan error, 1)
-			if waiter {
+			if tc.lock != nil {
 				s.hooks.afterLeaseLocked = func(ctx context.Context, tx pgx.Tx) error {
 					go func() {
-						done <- pgx.BeginFunc(ctxb, admin, func(tx pgx.Tx) error {
-							_, err := tx.Exec(ctxb, WriteLockSQL, "s")
-							return err
-						})
+						done <- pgx.BeginFunc(ctxb, admin, func(tx pgx.Tx) error { return tc.lock(tx) })
 					}()
+					if !tc.waits {
+						// The slice holds its locks until it commits: a
+						// writer that does not share them is done first.
+						select {
+						case err := <-done:
+							return err
+						case <-time.After(10 * time.Second):
+							return errors.New("a writer of keys the slice does not lock waited for the slice")
+						}
+					}
 					for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 						var n int
 						if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&n); err != nil {
@@ -368,10 +429,10 @@ func TestApplyPage_ReportsAWaitingLiveWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.LockWaited != waiter {
-				t.Fatalf("LockWaited %v, want %v", res.LockWaited, waiter)
+			if res.LockWaited != tc.counts {
+				t.Fatalf("LockWaited %v, want %v", res.LockWaited, tc.counts)
 			}
-			if waiter {
+			if tc.waits {
 				if err := <-done; err != nil {
 					t.Fatalf("the waiting writer: %v", err)
 				}

@@ -55,6 +55,7 @@ type Store struct {
 type hooks struct {
 	beforeLeaseLock  func(ctx context.Context, tx pgx.Tx) error
 	afterLeaseLocked func(ctx context.Context, tx pgx.Tx) error
+	afterRunRead     func(ctx context.Context, tx pgx.Tx) error // after the slice's first, unlocked read of the run
 	beforeCommit     func(ctx context.Context, tx pgx.Tx) error
 	// commit replaces tx.Commit of a page (e.g. to lose the connection
 	// while COMMIT is in flight); outcomeTimeout, when set, bounds the
@@ -107,33 +108,92 @@ func (s *Store) EnsureBaseSchema(ctx context.Context) error {
 	return dbErr("store: base schema", err)
 }
 
-// WriteLock takes the scope's projection write lock for the rest of tx: a
-// transaction-scoped advisory lock keyed by the scope. The live projector takes
-// it for every write and every page takes it first, so live writes and a page
-// never interleave (FR-APR06); without it a live trade could land between a
-// page's checks and its position re-derivation and be double counted or lost.
+// WriteLock takes the scope's projection write lock for the rest of tx,
+// EXCLUSIVELY: a transaction-scoped advisory lock keyed by the scope. It
+// excludes every writer of the scope, whichever protocol it follows (a
+// writer holding the lock shared, as KeyLocks takes it, holds it until it
+// commits). Repairs take it so, and so may a writer that does not name its
+// keys; without any projection write lock a live trade could land between a
+// page's checks and its position re-derivation and be double counted or
+// lost (FR-APR06).
 func WriteLock(ctx context.Context, tx pgx.Tx, scope string) error {
 	_, err := tx.Exec(ctx, WriteLockSQL, scope)
 	return dbErr("store: projection write lock", err)
 }
 
 // WriteLockSQL is WriteLock's statement ($1 is the scope), for a writer that
-// pipelines it with its writes (live.ApplyBatch); it must be the first
-// statement of the transaction that touches the scope's projection.
+// pipelines it with its writes; it must be the first statement of the
+// transaction that touches the scope's projection.
 const WriteLockSQL = `SELECT pg_advisory_xact_lock(` + writeLockKeySQL + `)`
+
+// KeyLocks takes the projection write lock of scope per key, for the rest of
+// tx (issue 14, docs/live-writes.md): the scope's lock SHARED, then an
+// exclusive lock per position key (account, instrument) the transaction
+// writes or decides on, in ascending lock id. A write slice takes it for the
+// keys of its events (trade legs, order versions, openings), and the live
+// projector for the keys of the events it writes: the two exclude each other
+// on the keys they share and run side by side on the others. Every holder
+// takes the scope's lock before any key, and keys in one global order, so
+// no two of them wait for each other in a cycle; WriteLock (exclusive)
+// still waits for every holder, and they for it.
+func KeyLocks(ctx context.Context, tx pgx.Tx, scope string, accounts, instruments []string) error {
+	_, err := keyLocks(ctx, tx, scope, accounts, instruments)
+	return err
+}
+
+// keyLocks is KeyLocks returning the key locks' ids (for lockWaitedSQL).
+func keyLocks(ctx context.Context, tx pgx.Tx, scope string, accounts, instruments []string) ([]int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(ScopeSharedLockSQL, scope)
+	b.Queue(KeyLocksSQL, scope, accounts, instruments)
+	br := tx.SendBatch(ctx, b)
+	var ids []int64
+	_, err := br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&ids)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, dbErr("store: projection write lock of the keys", err)
+	}
+	return ids, nil
+}
+
+// ScopeSharedLockSQL takes scope $1's projection write lock shared: the first
+// half of KeyLocks, before any key lock.
+const ScopeSharedLockSQL = `SELECT pg_advisory_xact_lock_shared(` + writeLockKeySQL + `)`
+
+// KeyLocksSQL takes the key locks of scope $1 for the keys ($2 accounts, $3
+// instruments, pairwise) in ascending lock id and returns the ids. The
+// sorted subquery is not flattened into the one calling the lock function
+// (it has an ORDER BY, and that one a volatile function), so the locks are
+// taken in its order. A writer in another language takes them with this
+// statement as it is.
+const KeyLocksSQL = `SELECT coalesce(array_agg(id), '{}') FROM (
+  SELECT id, pg_advisory_xact_lock(id) FROM (
+    SELECT DISTINCT ` + keyLockIDSQL + ` AS id FROM unnest($2::text[], $3::text[]) AS k(account, instrument) ORDER BY id) ids) locked`
 
 // writeLockKeySQL is the projection write lock's advisory key of scope $1.
 const writeLockKeySQL = `hashtextextended('projection:' || $1::text, 0)`
 
-// writeLockWaitedSQL is true when some transaction waits for the projection
-// write lock of scope $1 (held by the caller's transaction): pg_locks shows an
-// advisory lock on a bigint key as classid = its high 32 bits, objid = its low
-// 32 bits, objsubid 1 (PostgreSQL's SET_LOCKTAG_ADVISORY).
-const writeLockWaitedSQL = `EXISTS (SELECT 1 FROM pg_locks l
+// keyLockIDSQL is the advisory key of position key (k.account,
+// k.instrument) of scope $1; names are length-prefixed so that a separator
+// inside one cannot make two keys one. Two keys whose ids collide share a
+// lock: more waiting, never less exclusion.
+const keyLockIDSQL = `hashtextextended('projection-key:' || length($1::text) || ':' || $1::text || '/' ||
+    length(k.account) || ':' || k.account || '/' || k.instrument, 0)`
+
+// lockWaitedSQL is true when some transaction waits for scope $1's
+// projection write lock or for one of the key locks $2 (held by the
+// caller's transaction): pg_locks shows an advisory lock on a bigint key as
+// classid = its high 32 bits, objid = its low 32 bits, objsubid 1
+// (PostgreSQL's SET_LOCKTAG_ADVISORY).
+const lockWaitedSQL = `EXISTS (SELECT 1 FROM pg_locks l
  WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1
    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND l.classid = ((` + writeLockKeySQL + ` >> 32) & 4294967295)::oid
-   AND l.objid = (` + writeLockKeySQL + ` & 4294967295)::oid)`
+   AND ((l.classid::int8 << 32) | l.objid::int8) = ANY (array_append($2::int8[], ` + writeLockKeySQL + `)))`
 
 // refuse and dbErr are the store's spellings of codes.Newf and codes.Database.
 func refuse(c codes.Code, format string, args ...any) *codes.Refusal {

@@ -20,9 +20,12 @@ limitations under the License.
 // reordered message therefore leaves a real gap or a wrong average cost in SQL:
 // exactly what automatic recovery (internal/store) proves and repairs.
 //
-// Every write takes the scope's projection write lock (store.WriteLock), the
-// same lock a recovery page takes, so a live write never interleaves with a
-// page (FR-APR06). Rows carry their consensus seq (provenance).
+// Every write takes the projection write lock of the keys it writes
+// (store.KeyLocks: the scope's lock shared, each position key's
+// exclusively), the lock a recovery slice takes for its own keys, so a live
+// write never interleaves with a slice on a key they share (FR-APR06) and
+// goes through at once on the others. Rows carry their consensus seq
+// (provenance).
 package live
 
 import (
@@ -97,7 +100,8 @@ func ApplyWire(ctx context.Context, pool *pgxpool.Pool, scope string, b []byte) 
 // Apply writes one event in its own transaction under the projection write lock.
 func Apply(ctx context.Context, pool *pgxpool.Pool, scope string, e wire.Event) error {
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := store.WriteLock(ctx, tx, scope); err != nil {
+		accts, instrs := keysOf([]wire.Event{e})
+		if err := store.KeyLocks(ctx, tx, scope, accts, instrs); err != nil {
 			return err
 		}
 		if err := applyEvent(ctx, tx, scope, e); err != nil {
@@ -156,7 +160,8 @@ func applyBatch(ctx context.Context, tx pgx.Tx, scope string, evs []wire.Event) 
 	}
 	for _, e := range evs {
 		if e.Opening != nil || (e.Trade == nil && e.Order == nil) {
-			if err := store.WriteLock(ctx, tx, scope); err != nil {
+			accts, instrs := keysOf(evs)
+			if err := store.KeyLocks(ctx, tx, scope, accts, instrs); err != nil {
 				return err
 			}
 			for _, e := range evs {
@@ -168,7 +173,9 @@ func applyBatch(ctx context.Context, tx pgx.Tx, scope string, evs []wire.Event) 
 		}
 	}
 	b := &pgx.Batch{}
-	b.Queue(store.WriteLockSQL, scope)
+	lockAccts, lockInstrs := keysOf(evs)
+	b.Queue(store.ScopeSharedLockSQL, scope)
+	b.Queue(store.KeyLocksSQL, scope, lockAccts, lockInstrs)
 	var trades []*wire.Trade
 	for _, e := range evs {
 		if o := e.Order; o != nil {
@@ -181,9 +188,11 @@ func applyBatch(ctx context.Context, tx pgx.Tx, scope string, evs []wire.Event) 
 	}
 	b.Queue(observeSQL, scope, last)
 	br := tx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return fmt.Errorf("projection write lock: %w", err)
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return fmt.Errorf("projection write lock: %w", err)
+		}
 	}
 	var fresh []*wire.Trade
 	for _, e := range evs {
@@ -260,6 +269,32 @@ func applyBatch(ctx context.Context, tx pgx.Tx, scope string, evs []wire.Event) 
 		ub.Queue(upsertPositionSQL, scope, accts[i], instrs[i], st.Quantity, st.AvgCost)
 	}
 	return tx.SendBatch(ctx, ub).Close()
+}
+
+// keysOf is the position keys evs write (trade legs, order versions,
+// openings), pairwise as accounts and instruments: what store.KeyLocks
+// locks.
+func keysOf(evs []wire.Event) (accts, instrs []string) {
+	type key struct{ account, instrument string }
+	seen := map[key]bool{}
+	add := func(a, i string) {
+		if k := (key{a, i}); !seen[k] {
+			seen[k] = true
+			accts, instrs = append(accts, a), append(instrs, i)
+		}
+	}
+	for _, e := range evs {
+		switch {
+		case e.Trade != nil:
+			add(e.Trade.BuyAccount, e.Trade.Instrument)
+			add(e.Trade.SellAccount, e.Trade.Instrument)
+		case e.Order != nil:
+			add(e.Order.Account, e.Order.Instrument)
+		case e.Opening != nil:
+			add(e.Opening.Account, e.Opening.Instrument)
+		}
+	}
+	return accts, instrs
 }
 
 func applyEvent(ctx context.Context, tx pgx.Tx, scope string, e wire.Event) error {
