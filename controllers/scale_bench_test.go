@@ -106,7 +106,12 @@ func runScopes(t testing.TB, sc scaleRun) scaleFigures {
 	defer srv.Close()
 
 	managers := max(sc.managers, 1)
-	base := fmt.Sprintf("scale-%d-%d-%t", sc.scopes, managers, sc.sharded)
+	// One shard label per variant: envtest runs no namespace controller, so
+	// an earlier variant's resources (same scope names, older) outlive its
+	// run, and a manager selecting them too would give them the scopes
+	// (one resource per scope, the oldest) and refuse its own as
+	// DuplicateScope.
+	base := fmt.Sprintf("scale-%d-%d-%t-%t", sc.scopes, managers, sc.sharded, sc.external)
 	shardOf := func(i int) string {
 		if sc.sharded {
 			return fmt.Sprintf("%s-%d", base, i%managers)
