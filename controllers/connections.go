@@ -57,8 +57,8 @@ type Connections struct {
 	// MaxConnsPerDSN bounds each pool; a page uses one connection.
 	MaxConnsPerDSN int32
 	// SliceBudget is how long one write slice of a page aims to hold the
-	// scope's projection write lock, which every live write also takes
-	// (store.SetSliceBudget; 0: store.DefaultSliceBudget; negative: a page
+	// projection write lock of its keys, which a live write on those keys
+	// also takes (store.SetSliceBudget; 0: store.DefaultSliceBudget; negative: a page
 	// commits in one transaction). Shorter: live writes wait less behind
 	// recovery; longer: recovery catches up faster.
 	SliceBudget time.Duration

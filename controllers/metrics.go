@@ -79,7 +79,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		cycles: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "projection_recovery_cycle_duration_seconds",
 			Help: "Duration of one bounded cycle.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, labels),
 		lockHeld: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "projection_recovery_write_lock_held_seconds",
-			Help:    "How long one committed write slice of a page held the scope's projection write lock: the longest a live write of the scope waited behind it.",
+			Help:    "How long one committed write slice of a page held the projection write lock of its keys: the longest a live write on those keys waited behind it.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, labels),
 		statusWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "projection_recovery_status_writes_total",
 			Help: "Status writes sent to the API server (unchanged status is never written)."}),

@@ -88,12 +88,18 @@ func putCopyBuf(c *copyBuf) {
 
 // row starts a row; the previous one must be complete.
 func (c *copyBuf) row() {
-	if c.n != c.fields && c.err == nil {
-		c.err = fmt.Errorf("store: copy row %d has %d fields, want %d", c.rows, c.n, c.fields)
-	}
+	c.checkRow()
 	c.b = binary.BigEndian.AppendUint16(c.b, uint16(c.fields))
 	c.n = 0
 	c.rows++
+}
+
+// checkRow records an error if the current row lacks fields (a stream that
+// starts with no row passes: n starts at fields).
+func (c *copyBuf) checkRow() {
+	if c.n != c.fields && c.err == nil {
+		c.err = fmt.Errorf("store: copy row %d has %d fields, want %d", c.rows, c.n, c.fields)
+	}
 }
 
 func (c *copyBuf) field(length int) {
@@ -226,9 +232,7 @@ func (c *copyBuf) fail(err error) {
 // binary) naming the columns in the order they were written) inside tx and
 // returns the rows the server copied.
 func (c *copyBuf) send(ctx context.Context, tx pgx.Tx, sql string) (int64, error) {
-	if c.rows > 0 && c.n != c.fields && c.err == nil {
-		c.err = fmt.Errorf("store: copy row %d has %d fields, want %d", c.rows, c.n, c.fields)
-	}
+	c.checkRow()
 	if c.err != nil {
 		return 0, c.err
 	}

@@ -166,8 +166,8 @@ func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *Prepare
 // how long the slice held the projection write lock (granted to committed).
 func (s *Store) applySlice(ctx context.Context, l Lease, run Run, p *prepared) (_ PageResult, held time.Duration, _ error) {
 	// READ COMMITTED, whatever the database's default: every statement after
-	// WriteLock must see what the live projector committed before the lock
-	// was granted. Under REPEATABLE READ the snapshot would date from the
+	// the key locks must see what the live projector committed before they
+	// were granted. Under REPEATABLE READ the snapshot would date from the
 	// transaction's first statement (the temporary-table COPY, or the lock
 	// request itself), and a live trade committed while the slice waited
 	// would be invisible to its orphan and balance checks and to R1.

@@ -97,9 +97,9 @@ func (s *Store) resolveCommit(ctx context.Context, res PageResult, pts commitPoi
 }
 
 // readCommitPoint reads the scope's cursor on a fresh connection (the pool's
-// may be as dead as the page's) under the scope's projection write lock. The
-// lock is the invariant that makes the answer final: the page's transaction
-// held it, and PostgreSQL releases a transaction's locks only after its
+// may be as dead as the page's) under the scope's projection write lock,
+// taken exclusively. The lock is the invariant that makes the answer final:
+// the page's transaction held it (shared, with its key locks), and PostgreSQL releases a transaction's locks only after its
 // commit or abort is visible, so once the lock is ours the page's backend has
 // finished and the cursor shows its outcome. Without it, a re-read racing a
 // backend still executing the COMMIT would see the pre-page cursor and call
