@@ -92,7 +92,10 @@ func claimantOf(obj *recoveryv1.ProjectionRecovery) claimant {
 // wide: the cursor and the lease do not know namespaces) and decides the owner.
 func (r *ProjectionRecoveryReconciler) scopeOwnerOf(ctx context.Context, obj *recoveryv1.ProjectionRecovery) (claimant, error) {
 	var list recoveryv1.ProjectionRecoveryList
-	if err := r.List(ctx, &list, client.MatchingFields{scopeIndexField: obj.Spec.Scope}); err != nil {
+	// Read-only: the items share the cache's maps and slices (no deep copy
+	// of every resource on the scope at every cycle); only their names and
+	// creation times are read, nothing here may write to them.
+	if err := r.List(ctx, &list, client.MatchingFields{scopeIndexField: obj.Spec.Scope}, client.UnsafeDisableDeepCopy); err != nil {
 		return claimant{}, fmt.Errorf("listing the resources on scope %q: %w", obj.Spec.Scope, err)
 	}
 	others := make([]claimant, 0, len(list.Items))

@@ -51,6 +51,7 @@ import (
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/controllers"
 	"github.com/projection-recovery/projection-recovery/internal/completeness"
+	"github.com/projection-recovery/projection-recovery/internal/lazylog"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
@@ -257,7 +258,10 @@ func run(args []string) error {
 		return err
 	}
 	defer func() { _ = zl.Sync() }()
-	ctrl.SetLogger(zapr.NewLogger(zl))
+	// Key/value pairs are encoded only when a line is written: every
+	// reconcile adds four loggers' worth (controller-runtime's and the
+	// scope), and an idle cycle writes no line (internal/lazylog).
+	ctrl.SetLogger(lazylog.New(zapr.NewLogger(zl)))
 	log := ctrl.Log.WithName("setup")
 
 	scheme := runtime.NewScheme()
