@@ -134,6 +134,10 @@ var figures = []figure{
 	{"14", "control, no lock shared: live p99 beside a catch-up of another database / alone", ratio("BenchmarkLiveDuringCatchUp/slices", "shared_p99_ms", "BenchmarkLiveDuringCatchUp/slices", "alone_p99_ms"), "", nil},
 	{"14", "control, no lock shared: live longest wait beside it, ms", metric("BenchmarkLiveDuringCatchUp/slices", "shared_max_ms"), "", nil},
 	{"14", "control, no lock shared: catch-up rate with the live writes in another database / without", metric("BenchmarkLiveDuringCatchUp/slices", "rate_beside/quiet"), "", nil},
+	{"14", "live on the backlog's own keys: p99 during its catch-up / alone (write slices)", metric("BenchmarkLiveDuringCatchUp/slices", "p99_samekeys/alone"), "≤ 2", atMost(2)},
+	{"14", "live on the backlog's own keys: longest wait, ms (write slices)", metric("BenchmarkLiveDuringCatchUp/slices", "samekeys_max_ms"), "≤ 50", atMost(50)},
+	{"14", "live on the backlog's own keys: catch-up rate with them / without (write slices)", metric("BenchmarkLiveDuringCatchUp/slices", "rate_samekeys/quiet"), "≥ 0.9", atLeast(0.9)},
+	{"14", "live on the backlog's own keys: transactions per page (write slices)", metric("BenchmarkLiveDuringCatchUp/slices", "samekeys_tx/page"), "", nil},
 }
 
 // render writes the table as Markdown.

@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 )
@@ -60,6 +59,9 @@ type Publisher struct {
 	prefix string
 	batch  int
 	kick   chan struct{}
+	// beforeFlush, when set (tests), runs after a batch is published and
+	// before the publisher waits for NATS to acknowledge it.
+	beforeFlush func()
 }
 
 // New returns a publisher; prefix "" means DefaultSubjectPrefix.
@@ -114,11 +116,26 @@ func (p *Publisher) Flush(ctx context.Context) (int, error) {
 	}
 }
 
-// drainLockSQL takes the outbox drain lock for the rest of the transaction: a
-// transaction-scoped advisory lock, one per database, so one publisher (of
-// any manager) sends and marks a batch at a time and the next one reads the
-// outbox only after the previous batch is published and marked.
-const drainLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('projection-recovery:outbox', 0))`
+// The outbox drain lock: a session advisory lock, one per database, so one
+// publisher (of any manager) sends and marks a batch at a time and the next
+// one reads the outbox only after the previous batch is published and marked.
+// It is a session lock, not a transaction's: the publisher holds it across
+// the NATS flush, and a transaction held open across a network call would sit
+// idle in transaction for as long as NATS takes to answer (up to
+// flushTimeout), under the database's idle_in_transaction_session_timeout.
+// Every statement between lock and unlock commits on its own. A release
+// of the connection the lock may still be held on destroys the connection
+// (the server drops its locks with the session), so the lock never outlives
+// the batch in the pool. A manager of the previous release took the same key
+// as a transaction lock; session and transaction advisory locks on one key
+// exclude each other, so a rolling upgrade keeps one publisher at a time.
+const (
+	drainLockSQL   = `SELECT pg_advisory_lock(hashtextextended('projection-recovery:outbox', 0))`
+	drainUnlockSQL = `SELECT pg_advisory_unlock(hashtextextended('projection-recovery:outbox', 0))`
+)
+
+// flushTimeout bounds the wait for NATS to acknowledge a batch.
+const flushTimeout = 30 * time.Second
 
 // flushBatch sends the oldest unsent rows, in id order, under the drain lock.
 //
@@ -132,65 +149,91 @@ const drainLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('projection-
 // skipped page N's row locked by the first and could publish page N+1's
 // first, so subscribers saw a key's position go back in time.
 func (p *Publisher) flushBatch(ctx context.Context) (int, error) {
-	n := 0
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, drainLockSQL); err != nil {
-			return fmt.Errorf("outbox drain lock: %w", err)
-		}
-		// Read after the lock, in a new statement: under READ COMMITTED it
-		// sees the previous holder's sent_at marks (committed before its
-		// lock was released), so no row is sent twice by a healthy pair.
-		rows, err := tx.Query(ctx, `
-SELECT id, msg_id, scope, account, instrument, quantity::text, avg_cost::text, cursor_seq
-  FROM projection_catchup_outbox WHERE sent_at IS NULL ORDER BY id LIMIT $1`, p.batch)
-		if err != nil {
-			return fmt.Errorf("read outbox: %w", err)
-		}
-		var ids []int64
-		var msgs []Notification
-		for rows.Next() {
-			var id int64
-			var m Notification
-			if err := rows.Scan(&id, &m.MsgID, &m.Scope, &m.Account, &m.Instrument, &m.Quantity, &m.AvgCost, &m.CursorSeq); err != nil {
-				rows.Close()
-				return fmt.Errorf("scan outbox: %w", err)
-			}
-			ids = append(ids, id)
-			msgs = append(msgs, m)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read outbox: %w", err)
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		for _, m := range msgs {
-			body, err := json.Marshal(m)
-			if err != nil {
-				return fmt.Errorf("encode notification: %w", err)
-			}
-			msg := nats.NewMsg(p.Subject(m.Scope))
-			msg.Data = body
-			msg.Header.Set(nats.MsgIdHdr, m.MsgID)
-			if err := p.nc.PublishMsg(msg); err != nil {
-				return fmt.Errorf("publish %s: %w", m.MsgID, err)
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("notify: acquire connection: %w", err)
+	}
+	locked := false
+	defer func() {
+		if locked {
+			// Unlock on a context of its own: the batch's may be what
+			// ended it. A failed unlock leaves the lock on the session,
+			// so the session goes with it.
+			uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := conn.Exec(uctx, drainUnlockSQL); err != nil {
+				_ = conn.Conn().Close(uctx)
 			}
 		}
-		// The server has them before we mark them sent.
-		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := p.nc.FlushWithContext(fctx); err != nil {
-			return fmt.Errorf("flush nats: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE projection_catchup_outbox SET sent_at = clock_timestamp() WHERE id = ANY($1)`, ids); err != nil {
-			return fmt.Errorf("mark sent: %w", err)
-		}
-		n = len(ids)
-		return nil
-	})
+		conn.Release()
+	}()
+	if _, err := conn.Exec(ctx, drainLockSQL); err != nil {
+		// A cancelled wait closes the connection (pgx), so a lock granted
+		// just then goes with the session.
+		return 0, fmt.Errorf("notify: outbox drain lock: %w", err)
+	}
+	locked = true
+	n, err := p.sendBatch(ctx, conn)
 	if err != nil {
 		return 0, fmt.Errorf("notify: %w", err)
 	}
 	return n, nil
+}
+
+// sendBatch reads, publishes and marks one batch on conn, which holds the
+// drain lock. No transaction is open: each statement commits on its own.
+func (p *Publisher) sendBatch(ctx context.Context, conn *pgxpool.Conn) (int, error) {
+	// Read after the lock, in a new statement: under READ COMMITTED it sees
+	// the previous holder's sent_at marks (committed before it released the
+	// lock), so no row is sent twice by a healthy pair.
+	rows, err := conn.Query(ctx, `
+SELECT id, msg_id, scope, account, instrument, quantity::text, avg_cost::text, cursor_seq
+  FROM projection_catchup_outbox WHERE sent_at IS NULL ORDER BY id LIMIT $1`, p.batch)
+	if err != nil {
+		return 0, fmt.Errorf("read outbox: %w", err)
+	}
+	var ids []int64
+	var msgs []Notification
+	for rows.Next() {
+		var id int64
+		var m Notification
+		if err := rows.Scan(&id, &m.MsgID, &m.Scope, &m.Account, &m.Instrument, &m.Quantity, &m.AvgCost, &m.CursorSeq); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("scan outbox: %w", err)
+		}
+		ids = append(ids, id)
+		msgs = append(msgs, m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("read outbox: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	for _, m := range msgs {
+		body, err := json.Marshal(m)
+		if err != nil {
+			return 0, fmt.Errorf("encode notification: %w", err)
+		}
+		msg := nats.NewMsg(p.Subject(m.Scope))
+		msg.Data = body
+		msg.Header.Set(nats.MsgIdHdr, m.MsgID)
+		if err := p.nc.PublishMsg(msg); err != nil {
+			return 0, fmt.Errorf("publish %s: %w", m.MsgID, err)
+		}
+	}
+	// The server has them before we mark them sent.
+	if h := p.beforeFlush; h != nil {
+		h()
+	}
+	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	defer cancel()
+	if err := p.nc.FlushWithContext(fctx); err != nil {
+		return 0, fmt.Errorf("flush nats: %w", err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE projection_catchup_outbox SET sent_at = clock_timestamp() WHERE id = ANY($1)`, ids); err != nil {
+		return 0, fmt.Errorf("mark sent: %w", err)
+	}
+	return len(ids), nil
 }

@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/projection-recovery/projection-recovery/internal/notify"
@@ -39,15 +38,7 @@ func TestR2_OutboxPublishedOnKickInOrder(t *testing.T) {
 	ctx := context.Background()
 	// The publisher runs as the operator's role (docs/database-role.md).
 	s := store.New(pgtest.Pool(t, recoverydb.New(t).Recovery))
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	defer ns.Shutdown()
+	ns := notify.NATSServer(t)
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
@@ -61,15 +60,7 @@ VALUES ($1, 's', $2, 'ACME', $3, 1, $4)`, fmt.Sprintf("%s/%d", k, seq), k, seq, 
 		}
 	}
 
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	defer ns.Shutdown()
+	ns := NATSServer(t)
 	connect := func() *nats.Conn {
 		nc, err := nats.Connect(ns.ClientURL())
 		if err != nil {

@@ -60,9 +60,15 @@ const (
 // figures measure waiting for the lock, not extra R1 folding. Both take the
 // projection write lock per key (store.KeyLocks), so with disjoint keys no
 // live write waits for a slice: this is the protocol's case where live
-// traffic and the backlog do not share keys. A live write on a key a slice
-// holds waits for that slice, whose size the budget bounds
-// (TestApplyPage_ReportsAWaitingLiveWrite, docs/live-writes.md).
+// traffic and the backlog do not share keys.
+//
+// Then the case where they do ("samekeys", a fourth catch-up, in a fresh
+// database): the live traffic trades the backlog's own accounts and
+// instruments, as a platform's live flow does. A live write on a key a slice
+// holds waits for that slice, whose size the budget bounds, and every slice
+// re-folds the live trades newer than it on its keys (R1), whose number grows
+// while the catch-up runs. After it, every position must equal an independent
+// replay of the pages and the live events together (storetest.Replay).
 //
 //	PROJECTION_BENCH_EVENTS=1000000 go test -run '^$' -bench LiveDuringCatchUp -benchtime 1x ./internal/reference/live
 func BenchmarkLiveDuringCatchUp(b *testing.B) {
@@ -108,6 +114,17 @@ func benchLive(b *testing.B, pages []*source.Page, budget time.Duration) {
 		b.Logf("live during catch-up of its scope: %d writes p50 %v p99 %v max %v", len(during), during.pct(50), during.pct(99), during.max())
 		b.Logf("catch-up of %d events: %v alone (%.0f events/s), %v with live traffic (%.0f events/s) in %d transactions holding the lock p50 %v p99 %v max %v",
 			r.events, r.quietTook, quietRate, r.busyTook, busyRate, len(holds), holds.pct(50), holds.pct(99), holds.max())
+
+		same, sameHolds := r.same, r.sameHolds
+		sameRate := float64(r.events) / r.sameTook.Seconds()
+		b.ReportMetric(ms(same.pct(50)), "samekeys_p50_ms")
+		b.ReportMetric(ms(same.pct(99)), "samekeys_p99_ms")
+		b.ReportMetric(ms(same.max()), "samekeys_max_ms")
+		b.ReportMetric(float64(same.pct(99))/float64(alone.pct(99)), "p99_samekeys/alone")
+		b.ReportMetric(sameRate/quietRate, "rate_samekeys/quiet")
+		b.ReportMetric(float64(len(sameHolds))/float64(r.pages), "samekeys_tx/page")
+		b.Logf("live on the backlog's keys during its catch-up: %d writes p50 %v p99 %v max %v; catch-up %v (%.0f events/s) in %d transactions holding the lock p50 %v p99 %v max %v",
+			len(same), same.pct(50), same.pct(99), same.max(), r.sameTook, sameRate, len(sameHolds), sameHolds.pct(50), sameHolds.pct(99), sameHolds.max())
 	}
 }
 
@@ -119,6 +136,10 @@ type liveResult struct {
 	alone, shared, during latencies     // live write latencies: alone, beside another database's catch-up, during its scope's
 	holds                 latencies     // how long each transaction of the busy catch-up held the projection write lock
 	pages, liveTrades     int
+	// samekeys: the live traffic on the backlog's own keys, during a
+	// catch-up of a fresh database
+	sameTook        time.Duration
+	same, sameHolds latencies
 }
 
 // liveRun: a catch-up of pages with no live traffic; then the live projector
@@ -159,6 +180,22 @@ func liveRun(tb testing.TB, pages []*source.Page, budget, aloneFor time.Duration
 	if r.liveTrades != gen.trades {
 		tb.Fatalf("live trades retained %d, written %d", r.liveTrades, gen.trades)
 	}
+
+	// The live traffic on the backlog's keys.
+	e2 := newEnv(tb, storetest.Descriptor)
+	same := &liveGen{seq: 1 << 40, sameKeys: true}
+	r.same = driveLive(tb, e2, same, func(context.Context) { r.sameTook, _, r.sameHolds = benchCatchUp(tb, e2, pages) })
+	evs := same.events
+	for _, p := range pages {
+		for _, ev := range p.Events {
+			w, err := wire.Decode(ev.Wire)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			evs = append(evs, w)
+		}
+	}
+	storetest.AssertPositions(tb, e2.s.Pool(), "s", evs)
 	return r
 }
 
@@ -285,19 +322,37 @@ func driveLive(b testing.TB, e env, gen *liveGen, during func(ctx context.Contex
 }
 
 // liveGen makes the live feed: per trade, both order versions then the
-// trade, on 20 accounts and an instrument the catch-up workload never
-// trades, at seqs beyond any catch-up boundary.
+// trade, at seqs beyond any catch-up boundary; on 20 accounts and an
+// instrument the catch-up workload never trades, or with sameKeys on the
+// workload's own (storetest.StreamPages: acct-1..acct-50, four instruments),
+// keeping what it made for the replay.
 type liveGen struct {
-	seq    int64
-	i      int
-	trades int
+	seq      int64
+	i        int
+	trades   int
+	sameKeys bool
+	events   []wire.Event // sameKeys: every event made
 }
 
 func (g *liveGen) next() wire.Event {
+	ev := g.make()
+	if g.sameKeys {
+		g.events = append(g.events, ev)
+	}
+	return ev
+}
+
+// streamInstruments are storetest.StreamPages's instruments.
+var streamInstruments = []string{"ACME", "BOLT", "CRUX", "DUNE"}
+
+func (g *liveGen) make() wire.Event {
 	g.i++
 	g.seq++
 	n := g.i / 3
-	buy, sell := fmt.Sprintf("L%02d", n%20), fmt.Sprintf("L%02d", (n+7)%20)
+	buy, sell, instr := fmt.Sprintf("L%02d", n%20), fmt.Sprintf("L%02d", (n+7)%20), "LIVE"
+	if g.sameKeys {
+		buy, sell, instr = fmt.Sprintf("acct-%d", 1+n%50), fmt.Sprintf("acct-%d", 1+(n+7)%50), streamInstruments[n%4]
+	}
 	ts := time.Unix(1_800_000_000, int64(g.i)).UTC()
 	px, qty := decimal.NewFromInt(100+int64(n%17)), decimal.NewFromInt(1+int64(n%5))
 	switch g.i % 3 {
@@ -307,11 +362,11 @@ func (g *liveGen) next() wire.Event {
 			side, acct = wire.SideSell, sell
 		}
 		return wire.Event{Type: wire.TypeOrder, Order: &wire.Order{OrderID: fmt.Sprintf("lo-%d-%d", n, g.i%3), Version: 1, Seq: g.seq,
-			Account: acct, Instrument: "LIVE", Side: side, Price: px, Quantity: qty, Remaining: decimal.Zero, Status: wire.StatusFilled, TS: ts}}
+			Account: acct, Instrument: instr, Side: side, Price: px, Quantity: qty, Remaining: decimal.Zero, Status: wire.StatusFilled, TS: ts}}
 	default:
 		g.trades++
 		return wire.Event{Type: wire.TypeTrade, Trade: &wire.Trade{TradeID: fmt.Sprintf("lt-%d", n), TradeSeq: int64(n), Seq: g.seq,
-			Instrument: "LIVE", Price: px, Quantity: qty, BuyOrderID: fmt.Sprintf("lo-%d-1", n), SellOrderID: fmt.Sprintf("lo-%d-2", n),
+			Instrument: instr, Price: px, Quantity: qty, BuyOrderID: fmt.Sprintf("lo-%d-1", n), SellOrderID: fmt.Sprintf("lo-%d-2", n),
 			BuyAccount: buy, SellAccount: sell, TS: ts}}
 	}
 }
@@ -323,7 +378,9 @@ func (g *liveGen) next() wire.Event {
 // the catch-up never touches, never waits for a slice (KeyLocks), so slices
 // grow to whole pages within the first page as with no live traffic at all
 // (under the scope-wide lock the writer kept waiting and the catch-up
-// committed in 15 or more slices a page).
+// committed in 15 or more slices a page). With the live traffic on the
+// backlog's own keys, every position ends equal to the independent replay
+// of the pages and the live events (liveRun asserts it).
 func TestLiveDuringCatchUp_Small(t *testing.T) {
 	pages := storetest.StreamPages(t, 42, 20_000)
 	for _, tc := range []struct {
@@ -342,7 +399,11 @@ func TestLiveDuringCatchUp_Small(t *testing.T) {
 			if !tc.check(r) {
 				t.Fatalf("%d pages committed in %d transactions", r.pages, len(r.holds))
 			}
-			t.Logf("%d pages in %d transactions; live p99 alone %v, during %v", r.pages, len(r.holds), r.alone.pct(99), r.during.pct(99))
+			if len(r.same) == 0 {
+				t.Fatal("no live write on the backlog's keys during its catch-up")
+			}
+			t.Logf("%d pages in %d transactions; live p99 alone %v, during %v; on the backlog's keys: %d transactions, live p99 %v",
+				r.pages, len(r.holds), r.alone.pct(99), r.during.pct(99), len(r.sameHolds), r.same.pct(99))
 		})
 	}
 }
