@@ -19,7 +19,7 @@ echo "bench: store catch-up from genesis, ${events} events, against COPY"
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench CatchUpFromGenesis ./internal/store
 echo "bench: store re-verification after a cursor reset (same size)"
 go test "${flags[@]}" -bench ReverifyFromGenesis ./internal/store
-echo "bench: live projector at 2,000 events/s alone, beside a catch-up of another database, then during a catch-up of ${events} events in its scope: whole pages, write slices at the default 20 ms budget and at 50 ms (issue 14, docs/live-writes.md)"
+echo "bench: live projector at 2,000 events/s alone, beside a catch-up of another database, then during a catch-up of ${events} events in its scope, then on the backlog's own keys: whole pages, write slices at the default 20 ms budget and at 50 ms (issue 14, docs/live-writes.md)"
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench LiveDuringCatchUp ./internal/reference/live
 echo "bench: reconciliation dry read + detection of a clean scope, N and 4N = ${events} events (member over HTTP + PostgreSQL)"
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench Detect_CleanScope ./internal/reconstore
