@@ -43,8 +43,15 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
-// maxBatch bounds how many queued messages one transaction writes.
-const maxBatch = 256
+// MaxBatch bounds how many queued messages one transaction writes. After a
+// wait for a key a recovery slice holds, everything that queued meanwhile
+// goes in the next transaction (ApplyBatch: three round trips whatever its
+// size), so one wait never becomes a backlog. With a cap of 256, a writer
+// waiting ~150 ms per batch for slices on the backlog's own keys kept up
+// with at most ~1,700 events/s: at 2,000/s its queue, and every write's
+// latency, grew until the catch-up ended (seconds; with 4,096: p99 ~0.6 s,
+// docs/live-writes.md). It matches the subscription's buffer.
+const MaxBatch = 4096
 
 // Run subscribes to subject and projects every message until ctx ends. A
 // message that does not decode, or whose write fails, is logged through onErr
@@ -52,7 +59,7 @@ const maxBatch = 256
 // queued while a write waited for the projection write lock (a recovery
 // slice holds it) are written together, in arrival order, by ApplyBatch.
 func Run(ctx context.Context, nc *nats.Conn, subject string, pool *pgxpool.Pool, scope string, onErr func(error)) error {
-	ch := make(chan *nats.Msg, 4096)
+	ch := make(chan *nats.Msg, MaxBatch)
 	sub, err := nc.ChanSubscribe(subject, ch)
 	if err != nil {
 		return fmt.Errorf("live: subscribe %s: %w", subject, err)
@@ -76,7 +83,7 @@ func Run(ctx context.Context, nc *nats.Conn, subject string, pool *pgxpool.Pool,
 					evs = append(evs, e)
 				}
 				m = nil
-				if len(evs) < maxBatch {
+				if len(evs) < MaxBatch {
 					select {
 					case m = <-ch:
 					default:
