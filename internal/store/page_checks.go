@@ -291,8 +291,8 @@ SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $
 		var table, side, status string
 		var r wire.Order
 		var seq *int64
-		if err := rows.Scan(&table, &r.OrderID, &r.Version, &seq, &r.Account, &r.Instrument, &side, &r.Price, &r.Quantity,
-			&r.Remaining, &status, &r.TS); err != nil {
+		if err := rows.Scan(&table, &r.OrderID, &r.Version, &seq, &r.Account, &r.Instrument, &side, numScan{&r.Price}, numScan{&r.Quantity},
+			numScan{&r.Remaining}, &status, &r.TS); err != nil {
 			return dbErr("store: scan retained order", err)
 		}
 		if first != nil {

@@ -104,7 +104,7 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 	for rows.Next() {
 		var k key
 		var f position.Fill
-		if err := rows.Scan(&k.account, &k.instrument, &f.Seq, &f.TradeSeq, &f.Leg, &f.Quantity, &f.Price); err != nil {
+		if err := rows.Scan(&k.account, &k.instrument, &f.Seq, &f.TradeSeq, &f.Leg, numScan{&f.Quantity}, numScan{&f.Price}); err != nil {
 			rows.Close()
 			return dbErr("store: scan retained trade", err)
 		}
