@@ -35,15 +35,7 @@ import (
 // exponents, coefficients at and past 18 digits, and random ones.
 func TestCopyBuf_SameAsPgx(t *testing.T) {
 	s := newStore(t)
-	decs := []string{"0", "0.0", "0.00000", "-0.000", "1", "-1", "10", "1e3", "12e5", "0.5", "-0.5", "1.50", "1.0000",
-		"123.4567", "0.0001", "0.00012", "-0.000000001", "9999", "10000", "99999999.99999999", "100000000",
-		"123456789012345678", "-123456789012345678", "1234567890123456789", "-98765432109876543210.123456789",
-		"0.000000000000000000000000000001", "1e-40", "5e40", "3.14159265358979323846264338327950288"}
-	rng := rand.New(rand.NewPCG(12, 2026))
-	for range 300 {
-		c := rng.Int64N(1_000_000_000_000) - 500_000_000_000
-		decs = append(decs, decimal.New(c, int32(rng.IntN(24))-16).String())
-	}
+	decs := sampleDecimals(12, 300)
 	times := []time.Time{
 		time.Date(2026, 12, 2, 7, 1, 2, 123456789, time.UTC),
 		time.Date(1999, 12, 31, 23, 59, 59, 999999999, time.UTC),
@@ -127,6 +119,23 @@ SELECT c.src, c.t, p.t, c.i, p.i, c.ip IS NOT DISTINCT FROM p.ip, c.b, p.b, c.ts
 	if seen != len(decs) {
 		t.Fatalf("compared %d rows, want %d", seen, len(decs))
 	}
+}
+
+// sampleDecimals are the amounts the numeric round trips are checked on:
+// zero at several scales, signs, every exponent modulo 4, integers with
+// trailing zeros, coefficients at and past 18 digits, very small and very
+// large magnitudes, then n random ones from seed.
+func sampleDecimals(seed uint64, n int) []string {
+	decs := []string{"0", "0.0", "0.00000", "-0.000", "1", "-1", "10", "1e3", "12e5", "0.5", "-0.5", "1.50", "1.0000",
+		"123.4567", "0.0001", "0.00012", "-0.000000001", "9999", "10000", "99999999.99999999", "100000000",
+		"123456789012345678", "-123456789012345678", "1234567890123456789", "-98765432109876543210.123456789",
+		"0.000000000000000000000000000001", "1e-40", "5e40", "3.14159265358979323846264338327950288", "102.467052160601"}
+	rng := rand.New(rand.NewPCG(seed, 2026))
+	for range n {
+		c := rng.Int64N(1_000_000_000_000) - 500_000_000_000
+		decs = append(decs, decimal.New(c, int32(rng.IntN(24))-16).String())
+	}
+	return decs
 }
 
 // TestCopyBuf_Refuses: a malformed stream is never sent.
