@@ -133,3 +133,49 @@ func TestFlush_FailedBatchReleasesTheLock(t *testing.T) {
 		t.Fatalf("next publisher: flushed %d: %v", n, err)
 	}
 }
+
+// TestFlush_CancelledLockWaitLeavesNoLock: a publisher whose context ends
+// while another holds the drain lock fails, takes nothing with it, and the
+// outbox drains as soon as the holder lets go.
+func TestFlush_CancelledLockWaitLeavesNoLock(t *testing.T) {
+	pool, ns := lockFixture(t, 3)
+	ctx := context.Background()
+	holder, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, drainLockSQL); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	p := New(pool, nc, "test.positions")
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	n, err := p.Flush(short)
+	cancel()
+	if err == nil || n != 0 {
+		t.Fatalf("flush while another holds the drain lock: %d sent, err %v", n, err)
+	}
+	if _, err := holder.Exec(ctx, drainUnlockSQL); err != nil {
+		t.Fatal(err)
+	}
+	holder.Release()
+	// A wait that pgx abandoned by closing its connection may still be
+	// granted the lock by the server, whose backend then finds the client
+	// gone and exits: the lock may be held for a moment, never for good.
+	deadline := time.Now().Add(5 * time.Second)
+	for drainLocksHeld(t, pool) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the drain lock is still held 5 s after a cancelled wait")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	long, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if n, err := p.Flush(long); err != nil || n != 3 {
+		t.Fatalf("flush after the holder let go: %d sent: %v", n, err)
+	}
+}

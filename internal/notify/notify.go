@@ -153,26 +153,23 @@ func (p *Publisher) flushBatch(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("notify: acquire connection: %w", err)
 	}
-	locked := false
+	// Unlocked on every way out, the lock statement's own failure included:
+	// a wait cancelled just as the lock was granted can fail the statement
+	// and still leave the lock on the session (session locks survive an
+	// aborted statement). Unlocking a lock not held only returns false. The
+	// unlock runs on a context of its own (the batch's may be what ended
+	// it), and when it fails the session goes, and its lock with it.
 	defer func() {
-		if locked {
-			// Unlock on a context of its own: the batch's may be what
-			// ended it. A failed unlock leaves the lock on the session,
-			// so the session goes with it.
-			uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if _, err := conn.Exec(uctx, drainUnlockSQL); err != nil {
-				_ = conn.Conn().Close(uctx)
-			}
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, drainUnlockSQL); err != nil {
+			_ = conn.Conn().Close(uctx)
 		}
 		conn.Release()
 	}()
 	if _, err := conn.Exec(ctx, drainLockSQL); err != nil {
-		// A cancelled wait closes the connection (pgx), so a lock granted
-		// just then goes with the session.
 		return 0, fmt.Errorf("notify: outbox drain lock: %w", err)
 	}
-	locked = true
 	n, err := p.sendBatch(ctx, conn)
 	if err != nil {
 		return 0, fmt.Errorf("notify: %w", err)
