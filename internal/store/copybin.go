@@ -230,11 +230,14 @@ func (c *copyBuf) fail(err error) {
 
 // send streams the rows with sql (a constant COPY ... FROM STDIN (FORMAT
 // binary) naming the columns in the order they were written) inside tx and
-// returns the rows the server copied.
+// returns the rows the server copied. A stream without rows sends nothing.
 func (c *copyBuf) send(ctx context.Context, tx pgx.Tx, sql string) (int64, error) {
 	c.checkRow()
 	if c.err != nil {
 		return 0, c.err
+	}
+	if c.rows == 0 {
+		return 0, nil // nothing to copy: spare the round trip
 	}
 	c.b = binary.BigEndian.AppendUint16(c.b, 0xFFFF) // trailer
 	ct, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(c.b), sql)

@@ -345,6 +345,62 @@ func TestFRAPR06_OrderVersionsNeverRewound(t *testing.T) {
 	}
 }
 
+// FR-APR06: a page moves each order's current row forward to the latest
+// version of its window and never back: created when missing (COPY),
+// updated from an older version, left alone at the same or a newer one.
+// Every retained row is whatever the source says at that version.
+func TestFRAPR06_CurrentOrderRowMovesForwardOnly(t *testing.T) {
+	t.Parallel()
+	v1 := Order(2, "o1", 1, "A", "ACME", wire.SideBuy, "10", "5", "5", wire.StatusNew)
+	v2 := Order(3, "o1", 2, "A", "ACME", wire.SideBuy, "10", "5", "2", wire.StatusPartiallyFilled)
+	v3 := Order(6, "o1", 3, "A", "ACME", wire.SideBuy, "10", "5", "0", wire.StatusCancelled)
+	other := Order(4, "o2", 1, "B", "ACME", wire.SideSell, "11", "1", "1", wire.StatusNew)
+	for _, tc := range []struct {
+		name string
+		seed []wire.Event // retained in order_events and orders, in this order
+		want int64        // o1's current version after the page (0, 4]
+	}{
+		{name: "no current row", want: 2},
+		{name: "older current row", seed: []wire.Event{v1}, want: 2},
+		{name: "same version", seed: []wire.Event{v1, v2}, want: 2},
+		{name: "newer version from the live feed", seed: []wire.Event{v3}, want: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			run := addRun(t, s, "s", PhaseActive, nil)
+			l := lease(t, s, "s", "a")
+			src := NewLedger(t, 6, v1, v2, other, v3)
+			for _, e := range tc.seed {
+				mustExec(t, s, `DELETE FROM orders WHERE scope = 's' AND order_id = $1`, e.Order.OrderID) // one current row per order
+				seedOrder(t, s, "s", e, i64(e.Order.Seq))
+			}
+			if _, err := s.ApplyPage(ctxb, l, run, src.Page(0, 3)); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]wire.Event{"o1": map[int64]wire.Event{2: v2, 3: v3}[tc.want], "o2": other}
+			for id, e := range want {
+				var got wire.Order
+				var side, status string
+				err := s.pool.QueryRow(ctxb, `SELECT version, seq, account, instrument, side, price, quantity, remaining, status, ts
+  FROM orders WHERE scope = 's' AND order_id = $1`, id).Scan(&got.Version, &got.Seq, &got.Account, &got.Instrument, &side,
+					&got.Price, &got.Quantity, &got.Remaining, &status, &got.TS)
+				if err != nil {
+					t.Fatalf("%s: %v", id, err)
+				}
+				if got.Version != e.Order.Version || got.Seq != e.Order.Seq || !sameOrder(&got, wire.Side(side), wire.OrderStatus(status), e.Order) {
+					t.Errorf("%s: current row v%d at seq %d (%+v), want the source's v%d at seq %d", id, got.Version, got.Seq, got, e.Order.Version, e.Order.Seq)
+				}
+			}
+			var versions int
+			s.pool.QueryRow(ctxb, `SELECT count(*) FROM order_events WHERE scope = 's' AND order_id = 'o1' AND seq <= 4`).Scan(&versions)
+			if versions != 2 {
+				t.Fatalf("o1 has %d versions in the window, want 2", versions)
+			}
+		})
+	}
+}
+
 // FR-APR04/05: an idle page (afterSeq == boundary) re-verifies identity and
 // chain, refreshes the observed boundary and last verification, writes no data.
 func TestFRAPR05_IdlePageRefreshesVerification(t *testing.T) {

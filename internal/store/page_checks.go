@@ -40,9 +40,10 @@ type pageTx struct {
 	scope string
 	p     *prepared
 
-	existing      map[string]bool // page trade ids already retained
-	missingOrders []*wire.Order   // order versions to insert (COPY)
-	lockIDs       []int64         // the key locks the slice holds (KeyLocks)
+	existing      map[string]bool  // page trade ids already retained
+	missingOrders []*wire.Order    // order versions to insert (COPY)
+	orderRows     map[string]int64 // version of the current orders row of each page order id that has one
+	lockIDs       []int64          // the key locks the slice holds (KeyLocks)
 	rows          []posRow
 	inserted      int64
 	orderEvents   int64
@@ -70,12 +71,17 @@ SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL jit = off;`
 
 // The COPY statements of the page path, with their columns in the order
-// copyBuf writes them (copyPageTrades, copyOrderEvents, copyPagePositions).
+// copyBuf writes them (copyPageTrades, copyOrderEvents, writeOrders,
+// copyMissingTrades, copyPagePositions).
 const (
 	copyPageTradesSQL = `COPY page_trades (trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
     buy_account, sell_account, ts) FROM STDIN (FORMAT binary)`
 	copyOrderEventsSQL = `COPY order_events (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining,
     status, ts) FROM STDIN (FORMAT binary)`
+	copyOrdersSQL = `COPY orders (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining,
+    status, ts) FROM STDIN (FORMAT binary)`
+	copyTradesSQL = `COPY trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
+    buy_account, sell_account, ts, booking_status, written_by) FROM STDIN (FORMAT binary)`
 	copyPagePositionsSQL = `COPY page_positions (account, instrument, quantity, avg_cost, opening_quantity, opening_avg_cost,
     opening_proven, opening_seq, basis_quantity, basis_avg_cost, changed) FROM STDIN (FORMAT binary)`
 )
@@ -108,20 +114,26 @@ func (w *pageTx) copyOrderEvents(ctx context.Context) (int64, error) {
 	defer putCopyBuf(c)
 	for _, o := range w.missingOrders {
 		c.row()
-		c.text(w.scope)
-		c.text(o.OrderID)
-		c.int8(o.Version)
-		c.int8(o.Seq)
-		c.text(o.Account)
-		c.text(o.Instrument)
-		c.text(string(o.Side))
-		c.numeric(o.Price)
-		c.numeric(o.Quantity)
-		c.numeric(o.Remaining)
-		c.text(string(o.Status))
-		c.timestamptz(o.TS)
+		c.order(w.scope, o)
 	}
 	return c.send(ctx, w.tx, copyOrderEventsSQL)
+}
+
+// order writes the columns of an order row (order_events and orders share
+// them, copyOrderEventsSQL and copyOrdersSQL name them in this order).
+func (c *copyBuf) order(scope string, o *wire.Order) {
+	c.text(scope)
+	c.text(o.OrderID)
+	c.int8(o.Version)
+	c.int8(o.Seq)
+	c.text(o.Account)
+	c.text(o.Instrument)
+	c.text(string(o.Side))
+	c.numeric(o.Price)
+	c.numeric(o.Quantity)
+	c.numeric(o.Remaining)
+	c.text(string(o.Status))
+	c.timestamptz(o.TS)
 }
 
 // copyPagePositions streams the derived positions into page_positions.
@@ -286,6 +298,7 @@ SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $
 	}
 	defer rows.Close()
 	retained := map[orderKey]bool{}
+	w.orderRows = make(map[string]int64, len(ids))
 	var first error
 	for rows.Next() {
 		var table, side, status string
@@ -299,6 +312,9 @@ SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $
 			continue
 		}
 		k := orderKey{r.OrderID, r.Version}
+		if table == "orders" {
+			w.orderRows[r.OrderID] = r.Version
+		}
 		src := w.p.orderOf(k)
 		inWindow := seq != nil && *seq > w.p.after && *seq <= w.p.through
 		switch {

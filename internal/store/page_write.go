@@ -18,53 +18,33 @@ package store
 
 import (
 	"context"
+
+	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 // write persists the page: missing trades, order versions, positions, basis,
 // outbox. Set-based: one statement per table.
 func (w *pageTx) write(ctx context.Context) error {
-	// A plain INSERT of the page trades not yet retained (one primary-key
-	// probe each, fenced by OFFSET 0 like checkTrades so it never becomes a
-	// hash of the whole table) instead of ON CONFLICT DO NOTHING: no
-	// speculative insertion per row. Under the projection write lock no other writer can add one
-	// meanwhile; if one appeared anyway the primary key fails the page and it
-	// rolls back, it never double-writes.
-	ct, err := w.tx.Exec(ctx, `
-INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
-                    buy_account, sell_account, ts, booking_status, written_by)
-SELECT $1, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
-       buy_account, sell_account, ts, 'BOOKED', 'recovery'
-  FROM page_trades p
-  LEFT JOIN LATERAL (SELECT true AS found FROM trades t WHERE t.scope = $1 AND t.trade_id = p.trade_id OFFSET 0) x ON true
- WHERE x.found IS NULL`, w.scope)
+	// The page trades not yet retained (checkTrades probed every one of
+	// them by primary key in this transaction), COPYed straight into trades.
+	// Under the projection write lock of their keys no other writer can add
+	// one meanwhile; if one appeared anyway the primary key fails the COPY
+	// and the page rolls back, it never double-writes.
+	n, err := w.copyMissingTrades(ctx)
 	if err != nil {
 		return dbErr("store: insert missing trades", err)
 	}
-	w.inserted = ct.RowsAffected()
+	w.inserted = n
 	// Order versions: exactly the missing ones, found by checkOrders in this
 	// transaction under the projection write lock (no other writer can add
 	// one meanwhile), so a direct COPY is safe; a concurrent insert would
 	// fail the COPY on the primary key and roll the page back, never corrupt it.
-	n, err := w.copyOrderEvents(ctx)
-	if err != nil {
+	if n, err = w.copyOrderEvents(ctx); err != nil {
 		return dbErr("store: insert order events", err)
 	}
 	w.orderEvents = n
-	// The current order row only moves forward: a newer version already
-	// written by the live feed is never rewound to the page's older one. The
-	// window's versions are all in order_events now (retained and verified, or
-	// just inserted).
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO orders AS o (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
-SELECT DISTINCT ON (order_id) scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts
-  FROM order_events WHERE scope = $1 AND seq > $2 AND seq <= $3
- ORDER BY order_id, version DESC
-ON CONFLICT (scope, order_id) DO UPDATE SET
-    version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account, instrument = EXCLUDED.instrument,
-    side = EXCLUDED.side, price = EXCLUDED.price, quantity = EXCLUDED.quantity, remaining = EXCLUDED.remaining,
-    status = EXCLUDED.status, ts = EXCLUDED.ts
-WHERE o.version < EXCLUDED.version`, w.scope, w.p.after, w.p.through); err != nil {
-		return dbErr("store: upsert orders", err)
+	if err := w.writeOrders(ctx); err != nil {
+		return err
 	}
 
 	if err := w.copyPagePositions(ctx); err != nil {
@@ -109,3 +89,92 @@ ON CONFLICT (msg_id) DO NOTHING`, w.scope, w.p.through); err != nil {
 // the one already sent.
 const msgIDSQL = `'position/' || length($1::text) || ':' || $1::text || '/' || length(account) || ':' || account || '/' ||
        length(instrument) || ':' || instrument || '/' || $2::bigint || '/' || trim_scale(quantity)::text || '@' || trim_scale(avg_cost)::text`
+
+// writeOrders moves each page order's current row to the latest version the
+// slice holds, and only ever forward: a newer version already written by the
+// live feed is never rewound to the slice's older one. checkOrders read, in
+// this transaction and under the projection write lock of the orders' keys,
+// the current row of every page order id (w.orderRows), and verified every
+// version of the window against its source event, so the slice's source
+// events are the window's rows:
+//
+//   - an order without a current row gets one by COPY (during a catch-up
+//     from genesis, nearly all of them);
+//   - an order whose row holds an older version is updated from its
+//     order_events row, by primary key, with the same forward-only guard;
+//   - an order whose row holds this version or a newer one is left alone.
+//
+// If another writer created a row meanwhile anyway, the COPY fails on the
+// primary key and the slice rolls back: nothing is overwritten.
+func (w *pageTx) writeOrders(ctx context.Context) error {
+	latest := make(map[string]*wire.Order, len(w.p.orders))
+	for _, o := range w.p.orders {
+		if l := latest[o.OrderID]; l == nil || o.Version > l.Version {
+			latest[o.OrderID] = o
+		}
+	}
+	fresh := getCopyBuf(12)
+	defer putCopyBuf(fresh)
+	var ids []string
+	var versions []int64
+	for _, o := range w.p.orders { // in seq order: the rows go in as they came
+		if latest[o.OrderID] != o {
+			continue
+		}
+		v, ok := w.orderRows[o.OrderID]
+		switch {
+		case !ok:
+			fresh.row()
+			fresh.order(w.scope, o)
+		case v < o.Version:
+			ids, versions = append(ids, o.OrderID), append(versions, o.Version)
+		}
+	}
+	if _, err := fresh.send(ctx, w.tx, copyOrdersSQL); err != nil {
+		return dbErr("store: insert orders", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := w.tx.Exec(ctx, `
+INSERT INTO orders AS o (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
+SELECT e.scope, e.order_id, e.version, e.seq, e.account, e.instrument, e.side, e.price, e.quantity, e.remaining, e.status, e.ts
+  FROM unnest($2::text[], $3::bigint[]) AS u(id, version)
+ CROSS JOIN LATERAL (SELECT * FROM order_events e WHERE e.scope = $1 AND e.order_id = u.id AND e.version = u.version OFFSET 0) e
+ON CONFLICT (scope, order_id) DO UPDATE SET
+    version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account, instrument = EXCLUDED.instrument,
+    side = EXCLUDED.side, price = EXCLUDED.price, quantity = EXCLUDED.quantity, remaining = EXCLUDED.remaining,
+    status = EXCLUDED.status, ts = EXCLUDED.ts
+WHERE o.version < EXCLUDED.version`, w.scope, ids, versions); err != nil {
+		return dbErr("store: update orders", err)
+	}
+	return nil
+}
+
+// copyMissingTrades COPYs the slice's trades that checkTrades did not find
+// retained into trades, as recovery's own BOOKED rows.
+func (w *pageTx) copyMissingTrades(ctx context.Context) (int64, error) {
+	c := getCopyBuf(14)
+	defer putCopyBuf(c)
+	for _, t := range w.p.trades {
+		if w.existing[t.TradeID] {
+			continue
+		}
+		c.row()
+		c.text(w.scope)
+		c.text(t.TradeID)
+		c.int8(t.TradeSeq)
+		c.int8(t.Seq)
+		c.text(t.Instrument)
+		c.numeric(t.Price)
+		c.numeric(t.Quantity)
+		c.text(t.BuyOrderID)
+		c.text(t.SellOrderID)
+		c.text(t.BuyAccount)
+		c.text(t.SellAccount)
+		c.timestamptz(t.TS)
+		c.text("BOOKED")
+		c.text("recovery")
+	}
+	return c.send(ctx, w.tx, copyTradesSQL)
+}
