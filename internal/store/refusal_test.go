@@ -107,6 +107,37 @@ func TestRefusal_ORPHAN_TRADE(t *testing.T) {
 	refused(t, f.s, f.l, f.run, f.page(), codes.OrphanTrade)
 }
 
+// Orphans are found by counting the window's retained trades against the
+// page trades retained inside it (checkTrades): a page trade retained at
+// another seq, inside or outside the window, must neither hide an orphan nor
+// pass for one, and ORPHAN_TRADE comes before what the comparison finds.
+func TestRefusal_ORPHAN_TRADE_Counted(t *testing.T) {
+	orphan := Trade(2, 9, "t9", "ACME", "1", "1", "A", "B")
+	type seeded struct {
+		e   wire.Event
+		seq int64
+	}
+	for _, tc := range []struct {
+		name string
+		rows []seeded
+		want codes.Code
+	}{
+		{"an orphan beside a page trade retained where it belongs", []seeded{{evTrade1, 2}, {orphan, 2}}, codes.OrphanTrade},
+		{"an orphan beside a page trade retained after the window", []seeded{{evTrade1, 99}, {orphan, 2}}, codes.OrphanTrade},
+		{"an orphan beside a page trade retained at another seq of the window", []seeded{{evTrade1, 3}, {orphan, 4}}, codes.OrphanTrade},
+		{"a page trade retained after the window, no orphan", []seeded{{evTrade1, 99}}, codes.TradeProvenanceConflict},
+		{"a page trade retained at another seq of the window, no orphan", []seeded{{evTrade1, 3}, {evTrade2, 3}}, codes.TradeProvenanceConflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t)
+			for _, r := range tc.rows {
+				seedTrade(t, f.s, "s", r.e, i64(r.seq), "BOOKED")
+			}
+			refused(t, f.s, f.l, f.run, f.page(), tc.want)
+		})
+	}
+}
+
 func TestRefusal_IMMUTABLE_TRADE_CONFLICT(t *testing.T) {
 	f := setup(t)
 	seedTrade(t, f.s, "s", Trade(2, 1, "t1", "ACME", "111", "5", "A", "B"), i64(2), "BOOKED")
