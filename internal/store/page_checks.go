@@ -92,17 +92,7 @@ func (w *pageTx) copyPageTrades(ctx context.Context) error {
 	defer putCopyBuf(c)
 	for _, t := range w.p.trades {
 		c.row()
-		c.text(t.TradeID)
-		c.int8(t.TradeSeq)
-		c.int8(t.Seq)
-		c.text(t.Instrument)
-		c.numeric(t.Price)
-		c.numeric(t.Quantity)
-		c.text(t.BuyOrderID)
-		c.text(t.SellOrderID)
-		c.text(t.BuyAccount)
-		c.text(t.SellAccount)
-		c.timestamptz(t.TS)
+		c.trade(t)
 	}
 	_, err := c.send(ctx, w.tx, copyPageTradesSQL)
 	return err
@@ -117,6 +107,23 @@ func (w *pageTx) copyOrderEvents(ctx context.Context) (int64, error) {
 		c.order(w.scope, o)
 	}
 	return c.send(ctx, w.tx, copyOrderEventsSQL)
+}
+
+// trade writes the columns a trade row shares with page_trades, from
+// trade_id to ts (copyPageTradesSQL and copyTradesSQL name them in this
+// order).
+func (c *copyBuf) trade(t *wire.Trade) {
+	c.text(t.TradeID)
+	c.int8(t.TradeSeq)
+	c.int8(t.Seq)
+	c.text(t.Instrument)
+	c.numeric(t.Price)
+	c.numeric(t.Quantity)
+	c.text(t.BuyOrderID)
+	c.text(t.SellOrderID)
+	c.text(t.BuyAccount)
+	c.text(t.SellAccount)
+	c.timestamptz(t.TS)
 }
 
 // order writes the columns of an order row (order_events and orders share

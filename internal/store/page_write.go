@@ -162,17 +162,7 @@ func (w *pageTx) copyMissingTrades(ctx context.Context) (int64, error) {
 		}
 		c.row()
 		c.text(w.scope)
-		c.text(t.TradeID)
-		c.int8(t.TradeSeq)
-		c.int8(t.Seq)
-		c.text(t.Instrument)
-		c.numeric(t.Price)
-		c.numeric(t.Quantity)
-		c.text(t.BuyOrderID)
-		c.text(t.SellOrderID)
-		c.text(t.BuyAccount)
-		c.text(t.SellAccount)
-		c.timestamptz(t.TS)
+		c.trade(t)
 		c.text("BOOKED")
 		c.text("recovery")
 	}
