@@ -226,8 +226,9 @@ SELECT o.trade_id || '@' || o.seq FROM (
 // trades positioned in the window that the page does not hold. An orphan is
 // found by counting, not by joining: the page trades found retained at a
 // seq inside the window are retained trades of the window (trade_id is the
-// key), so the window holds an orphan exactly when it holds more retained
-// trades than that. One indexed count of the window, linear whatever the
+// key, and the page holds each trade_id once: prepare refuses a repeat, which
+// would otherwise be counted twice and could hide an orphan), so the window
+// holds an orphan exactly when it holds more retained trades than that. One indexed count of the window, linear whatever the
 // planner knows; orphanTradesSQL names them only then. ORPHAN_TRADE takes
 // precedence over what the comparison found, as it always has.
 func (w *pageTx) checkTrades(ctx context.Context) error {

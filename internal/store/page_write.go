@@ -22,8 +22,9 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
-// write persists the page: missing trades, order versions, positions, basis,
-// outbox. Set-based: one statement per table.
+// write persists the page: missing trades, order versions, current order
+// rows, positions, basis, outbox. Set-based: one statement per table (two for
+// orders: a COPY of the new rows, an upsert of the older ones), none per row.
 func (w *pageTx) write(ctx context.Context) error {
 	// The page trades not yet retained (checkTrades probed every one of
 	// them by primary key in this transaction), COPYed straight into trades.
