@@ -88,7 +88,10 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	work, _ := filepath.Abs(filepath.Join(root, c.workDir))
+	work, err := workPath(root, c.workDir)
+	if err != nil {
+		return err
+	}
 	_ = os.RemoveAll(work)
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
@@ -425,4 +428,24 @@ func tail(path string) string {
 // <work>/<name>.log (a restarted member keeps its first run's log).
 func startProcess(work, name string, env []string, path string, args ...string) (*testenv.Process, error) {
 	return testenv.StartProcess(filepath.Join(work, name+".log"), env, path, args...)
+}
+
+// workPath resolves --work-dir: an absolute path as given, a relative one
+// under the repository. The folder is removed and recreated, so it may not be
+// the repository itself or any folder that contains it: "-work-dir ." would
+// otherwise delete the checkout, and an absolute path used to be joined
+// under the repository instead of being honoured.
+func workPath(root, dir string) (string, error) {
+	if dir == "" {
+		return "", fmt.Errorf("--work-dir is empty")
+	}
+	work := dir
+	if !filepath.IsAbs(work) {
+		work = filepath.Join(root, work)
+	}
+	work = filepath.Clean(work)
+	if rel, err := filepath.Rel(work, root); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("--work-dir %q is the repository or contains it; it is deleted and recreated, so pick a folder of its own", dir)
+	}
+	return work, nil
 }
