@@ -325,7 +325,10 @@ func (c *Connections) Client(resource string, spec *recoveryv1.SourceSpec, sec r
 	if spec.TLS != nil {
 		serverName = spec.TLS.ServerName
 	}
-	key := credentialKey(spec.URL, sec.token, string(sec.ca), serverName)
+	// The request timeout is part of the key: a client's timeout is fixed
+	// when it is built, so a changed spec.source.requestTimeout gets a new
+	// client (and the old one is closed once nobody uses it).
+	key := credentialKey(spec.URL, sec.token, string(sec.ca), serverName, spec.EffectiveRequestTimeout().String())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sc, ok := c.clients[key]; ok {
@@ -373,7 +376,8 @@ func newSharedClient(spec *recoveryv1.SourceSpec, sec resolvedSecrets, serverNam
 		}
 		tr.TLSClientConfig = tc
 	}
-	cl, err := source.NewClient(source.ClientConfig{BaseURL: spec.URL, Token: sec.token, HTTPClient: &http.Client{Transport: tr}})
+	cl, err := source.NewClient(source.ClientConfig{BaseURL: spec.URL, Token: sec.token, Timeout: spec.EffectiveRequestTimeout(),
+		HTTPClient: &http.Client{Transport: tr}})
 	if err != nil {
 		return nil, &invalidSpecError{err.Error()}
 	}

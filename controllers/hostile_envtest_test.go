@@ -17,10 +17,14 @@ limitations under the License.
 package controllers
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -73,6 +78,15 @@ func TestEnvtest_HostileSpecsAreRefusedWithAMessage(t *testing.T) {
 		{"negative duration", func(s map[string]any) { s["leaseDuration"] = "-30s" }, "leaseDuration must be between 5s and 10m"},
 		{"overflowing duration", func(s map[string]any) { s["cycleTimeout"] = "9999999999999999h" }, "spec.cycleTimeout"},
 		{"exponent duration", func(s map[string]any) { s["interval"] = "1e3s" }, "spec.interval"},
+		{"request timeout below 1s", func(s map[string]any) {
+			s["source"] = map[string]any{"url": "http://m", "requestTimeout": "500ms"}
+		}, "source.requestTimeout must be between 1s and 30m"},
+		{"request timeout above 30m", func(s map[string]any) {
+			s["source"] = map[string]any{"url": "http://m", "requestTimeout": "1h"}
+		}, "source.requestTimeout must be between 1s and 30m"},
+		{"request timeout as a number", func(s map[string]any) {
+			s["source"] = map[string]any{"url": "http://m", "requestTimeout": 30}
+		}, "spec.source.requestTimeout"},
 		{"empty duration", func(s map[string]any) { s["interval"] = "" }, "spec.interval"},
 		{"full-width digits", func(s map[string]any) { s["interval"] = "５s" }, "spec.interval"},
 		{"page size as a word", func(s map[string]any) { s["pageSize"] = "ten" }, "spec.pageSize"},
@@ -244,4 +258,41 @@ func counterValue(m *dto.Metric) float64 {
 		return c.GetValue()
 	}
 	return 0
+}
+
+// TestEnvtest_SampleIsAccepted: the sample a user copies into Git
+// (config/samples, applied by its kustomization) passes the API server's
+// validation as written, strict field validation included, so that a field
+// renamed or bounded in the CRD cannot leave the sample behind.
+func TestEnvtest_SampleIsAccepted(t *testing.T) {
+	ns := newNamespace(t)
+	raw, err := os.ReadFile(filepath.Join("..", "config", "samples", "recovery_v1alpha1_projectionrecovery.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	kinds := map[string]int{}
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		u.SetNamespace(ns)
+		kinds[u.GetKind()]++
+		if err := k8sClient.Create(context.Background(), u, client.FieldValidation(metav1.FieldValidationStrict)); err != nil {
+			t.Fatalf("%s %s refused: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+	if kinds["ProjectionRecovery"] != 1 {
+		t.Fatalf("the sample holds %v, want one ProjectionRecovery", kinds)
+	}
+	got := getRecovery(t, ns, "venue-a")
+	if d := got.Spec.Source.EffectiveRequestTimeout(); d != recoveryv1.DefaultRequestTimeout {
+		t.Fatalf("sample's source.requestTimeout = %v, want the documented default %v", d, recoveryv1.DefaultRequestTimeout)
+	}
 }

@@ -61,12 +61,14 @@ type cycleResult struct {
 
 // cycleDeadline is the hard stop of one cycle. No page starts after
 // cycleTimeout; the fetch in flight then is bounded by the source client's
-// request timeout, and every write by the lease duration (one to take or
-// renew the lease, one for the page transaction). The lease duration alone
-// would be wrong: it would include the fetch, and a member whose replay takes
-// longer than the lease could never make progress.
+// request timeout (spec.source.requestTimeout), and every write by the lease
+// duration (one to take or renew the lease, one for the page transaction).
+// The lease duration alone would be wrong: it would include the fetch, and a
+// member whose replay takes longer than the lease could never make progress;
+// so would a fixed request timeout, for a member whose replay from genesis
+// (NFR-APR02) takes longer than it.
 func cycleDeadline(spec *recoveryv1.ProjectionRecoverySpec) time.Duration {
-	return spec.EffectiveCycleTimeout() + source.DefaultTimeout + 2*spec.EffectiveLeaseDuration()
+	return spec.EffectiveCycleTimeout() + spec.Source.EffectiveRequestTimeout() + 2*spec.EffectiveLeaseDuration()
 }
 
 // reconcileCycle runs one bounded cycle (FR-APR10) and records its outcome
@@ -165,6 +167,12 @@ func failed(log logr.Logger, res cycleResult, err error, sec resolvedSecrets) cy
 	var code codes.Code
 	res.state, code = classify(err)
 	res.reason, res.message = string(code), redact(err.Error(), sec)
+	if ue := (*source.UnavailableError)(nil); errors.As(err, &ue) && ue.Timeout > 0 {
+		// The member is up but slower than the timeout: retrying as is would
+		// time out again at every backoff step. Say which field to raise.
+		res.message = "the member did not answer within spec.source.requestTimeout (" + ue.Timeout.String() +
+			"); each non-idle page costs it a replay from genesis to its boundary (NFR-APR02), so a member with a long history needs a longer timeout: " + res.message
+	}
 	log.V(1).Info("cycle failed", "code", code, "state", res.state, "err", res.message)
 	return res
 }

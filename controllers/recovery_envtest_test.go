@@ -256,6 +256,43 @@ func TestController_MemberDownRetriesWithBackoff(t *testing.T) {
 	storetest.AssertPositions(t, f.pool, f.scope, f.allEvents())
 }
 
+// TestController_SlowMemberNeedsLongerRequestTimeout: a member slower than
+// spec.source.requestTimeout (every non-idle page costs it a replay from
+// genesis, NFR-APR02) leaves the scope RETRYING SOURCE_UNAVAILABLE with a
+// message naming the field to raise, writes nothing, and raising the field
+// (nothing else) lets it catch up to CURRENT with the projection the
+// independent replay gives.
+func TestController_SlowMemberNeedsLongerRequestTimeout(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFixture(t, "slow-member", 60, 0.3)
+	f.delay.Store(int64(1500 * time.Millisecond))
+	defer f.delay.Store(0)
+	obj := f.recovery(ns, "slow-member", nil, func(s *recoveryv1.ProjectionRecoverySpec) {
+		s.Source.RequestTimeout = &metav1.Duration{Duration: time.Second}
+	})
+	cur0, err := f.store.ReadCursor(context.Background(), f.scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := waitState(t, ns, obj.Name, 60*time.Second, "RETRYING after two timeouts", func(o *recoveryv1.ProjectionRecovery) bool {
+		return o.Status.State == recoveryv1.StateRetrying && o.Status.ConsecutiveFailures >= 2
+	})
+	if got.Status.Reason != string(codes.SourceUnavailable) || !strings.Contains(got.Status.Message, "spec.source.requestTimeout (1s)") {
+		t.Fatalf("reason %s, message %q: want SOURCE_UNAVAILABLE naming spec.source.requestTimeout (1s)", got.Status.Reason, got.Status.Message)
+	}
+	if cur, err := f.store.ReadCursor(context.Background(), f.scope); err != nil || cur.VerifiedThroughSeq != cur0.VerifiedThroughSeq {
+		t.Fatalf("cursor moved while every fetch timed out: %d → %d (%v)", cur0.VerifiedThroughSeq, cur.VerifiedThroughSeq, err)
+	}
+
+	orig := got.DeepCopy()
+	got.Spec.Source.RequestTimeout = &metav1.Duration{Duration: 10 * time.Second}
+	if err := k8sClient.Patch(context.Background(), got, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, ns, obj.Name, 90*time.Second, "CURRENT with the longer timeout", isCurrentAt(f.boundary()))
+	storetest.AssertPositions(t, f.pool, f.scope, f.allEvents())
+}
+
 // TestController_NATSReconnectTriggersCycle: a CURRENT scope with a one-hour
 // interval gets a cycle as soon as the NATS connection comes back after a
 // server restart (FR-APR10), long before its periodic one.

@@ -22,13 +22,14 @@ import "time"
 // the markers; these accessors exist so that code never reads a nil pointer
 // from an object built without the server (unit tests, older stored objects).
 const (
-	DefaultPageSize      int32 = 1000
-	DefaultPagesPerCycle int32 = 20
-	DefaultCycleTimeout        = 20 * time.Second
-	DefaultInterval            = 30 * time.Second
-	DefaultBackoffBase         = time.Second
-	DefaultBackoffCap          = 5 * time.Minute
-	DefaultLeaseDuration       = 30 * time.Second
+	DefaultPageSize       int32 = 1000
+	DefaultPagesPerCycle  int32 = 20
+	DefaultCycleTimeout         = 20 * time.Second
+	DefaultInterval             = 30 * time.Second
+	DefaultBackoffBase          = time.Second
+	DefaultBackoffCap           = 5 * time.Minute
+	DefaultLeaseDuration        = 30 * time.Second
+	DefaultRequestTimeout       = 30 * time.Second
 )
 
 // EffectivePageSize returns spec.pageSize or its default.
@@ -83,4 +84,12 @@ func (s *ProjectionRecoverySpec) EffectiveLeaseDuration() time.Duration {
 		return s.LeaseDuration.Duration
 	}
 	return DefaultLeaseDuration
+}
+
+// EffectiveRequestTimeout returns source.requestTimeout or its default.
+func (s *SourceSpec) EffectiveRequestTimeout() time.Duration {
+	if s.RequestTimeout != nil && s.RequestTimeout.Duration > 0 {
+		return s.RequestTimeout.Duration
+	}
+	return DefaultRequestTimeout
 }

@@ -88,6 +88,19 @@ type SourceSpec struct {
 	// TLS configures verification of the member's certificate (https only).
 	// +optional
 	TLS *SourceTLS `json:"tls,omitempty"`
+
+	// RequestTimeout bounds one request to the member, from sending it to
+	// the last byte of the page. Every non-idle page costs the member a
+	// replay from genesis to its boundary (NFR-APR02): a member with a long
+	// history needs longer than the default, or every fetch times out and
+	// the scope stays RETRYING with reason SOURCE_UNAVAILABLE and a message
+	// naming this field.
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('30m')",message="source.requestTimeout must be between 1s and 30m"
+	// +optional
+	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
 }
 
 // DatabaseSpec says where the SQL projection lives.

@@ -91,8 +91,16 @@ func (c *Client) Fetch(ctx context.Context, afterSeq int64, afterDigest, expectD
 	if err := checkRequest(afterSeq, afterDigest, expectDescriptor, maxEvents); err != nil {
 		return nil, err
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	// timedOut: the request's own deadline expired, not the caller's.
+	timedOut := func() time.Duration {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil {
+			return c.timeout
+		}
+		return 0
+	}
 	u := *c.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + CatchupPath
 	u.RawQuery = url.Values{
@@ -109,12 +117,12 @@ func (c *Client) Fetch(ctx context.Context, afterSeq int64, afterDigest, expectD
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, &UnavailableError{Err: fmt.Errorf("GET %s: %w", u.Redacted(), err)}
+		return nil, &UnavailableError{Timeout: timedOut(), Err: fmt.Errorf("GET %s: %w", u.Redacted(), err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, c.max+1))
 	if err != nil {
-		return nil, &UnavailableError{Status: resp.StatusCode, Err: fmt.Errorf("read body: %w", err)}
+		return nil, &UnavailableError{Status: resp.StatusCode, Timeout: timedOut(), Err: fmt.Errorf("read body: %w", err)}
 	}
 	if int64(len(body)) > c.max {
 		if resp.StatusCode == http.StatusOK {

@@ -25,6 +25,7 @@ package source
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Path of the catch-up endpoint and of the descriptor endpoint.
@@ -134,11 +135,20 @@ func (e *VerificationError) Error() string {
 // 429: the member could not answer now; retrying later may succeed.
 type UnavailableError struct {
 	Status int // 0 when no HTTP response was received
-	Err    error
+	// Timeout is the client's own per-request deadline when that deadline
+	// expired before the page was read whole (the member did not answer in
+	// time), and zero otherwise: a caller's cancelled or expired context is
+	// not the member's slowness, and raising the request timeout would not
+	// help it.
+	Timeout time.Duration
+	Err     error
 }
 
 func (e *UnavailableError) Error() string {
-	if e.Status != 0 {
+	switch {
+	case e.Timeout > 0:
+		return fmt.Sprintf("source unavailable: no whole answer within the request timeout (%s): %v", e.Timeout, e.Err)
+	case e.Status != 0:
 		return fmt.Sprintf("source unavailable (HTTP %d): %v", e.Status, e.Err)
 	}
 	return fmt.Sprintf("source unavailable: %v", e.Err)

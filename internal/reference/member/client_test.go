@@ -175,6 +175,66 @@ func TestClient_UnavailableIsTransient(t *testing.T) {
 	if !errors.As(err, &ue) || !source.IsTransient(err) || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
 		t.Fatalf("timeout: %v", err)
 	}
+	if ue.Timeout != 50*time.Millisecond || !strings.Contains(err.Error(), "request timeout (50ms)") {
+		t.Fatalf("own timeout not reported as such: Timeout=%v, %v", ue.Timeout, err)
+	}
+}
+
+// TestClient_TimeoutIsTheClientsOwn: UnavailableError.Timeout names the
+// client's request timeout only when that deadline expired (headers late, or
+// the body stalled after them), never when the caller's context ended: a
+// controller tells its user to raise the timeout only when that would help.
+func TestClient_TimeoutIsTheClientsOwn(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("afterSeq") == "1" { // headers and part of the body, then nothing
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			w.Write([]byte(`{"protocolVersion":`))
+			w.(http.Flusher).Flush()
+		}
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	}))
+	defer stall.Close()
+	const timeout = 100 * time.Millisecond
+	c, _ := source.NewClient(source.ClientConfig{BaseURL: stall.URL, Timeout: timeout})
+	digest1 := strings.Repeat("1", 64)
+	for _, tc := range []struct {
+		name     string
+		after    int64
+		digest   string
+		ctx      func() (context.Context, context.CancelFunc)
+		wantOwn  bool
+		wantCode int
+	}{
+		{"no headers within the timeout", 0, chain.Genesis, func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, true, 0},
+		{"body stalls after the headers", 1, digest1, func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, true, 200},
+		{"caller's deadline first", 0, chain.Genesis, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), timeout/4)
+		}, false, 0},
+		{"caller cancels", 0, chain.Genesis, func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(timeout/4, cancel)
+			return ctx, cancel
+		}, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			_, err := c.Fetch(ctx, tc.after, tc.digest, "", 5)
+			var ue *source.UnavailableError
+			if !errors.As(err, &ue) || ue.Status != tc.wantCode {
+				t.Fatalf("got %v, want an UnavailableError with status %d", err, tc.wantCode)
+			}
+			if own := ue.Timeout == timeout; own != tc.wantOwn || (!own && ue.Timeout != 0) {
+				t.Fatalf("Timeout = %v, want the client's own (%v) %v: %v", ue.Timeout, timeout, tc.wantOwn, err)
+			}
+		})
+	}
 }
 
 func TestClient_ArgumentChecks(t *testing.T) {
