@@ -225,11 +225,12 @@ var (
 )
 
 // sharedCluster starts (once per test binary) a control plane with the
-// chart's CRDs and the ServiceMonitor stand-in installed.
+// chart's CRDs and the ServiceMonitor and PrometheusRule stand-ins installed.
 func sharedCluster(t testing.TB) *cluster {
 	t.Helper()
 	sharedOnce.Do(func() {
-		shared, sharedErr = startCluster([]string{filepath.Join(chartDir(t), "crds"), filepath.Join("testdata", "servicemonitor-crd.yaml")})
+		shared, sharedErr = startCluster([]string{filepath.Join(chartDir(t), "crds"), filepath.Join("testdata", "servicemonitor-crd.yaml"),
+			filepath.Join("testdata", "prometheusrule-crd.yaml")})
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)

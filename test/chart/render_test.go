@@ -35,7 +35,7 @@ import (
 // everySwitch turns on every optional part of the chart at once.
 var everySwitch = []string{
 	"--set", "leaderElection.enabled=true", "--set", "replicaCount=2",
-	"--set", "metrics.secure=true", "--set", "metrics.serviceMonitor.enabled=true",
+	"--set", "metrics.secure=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true",
 	"--set", "networkPolicy.enabled=true", "--set", "dashboard.enabled=true",
 	"--set", "watchNamespaces={dry-a,dry-b}", "--set", "reconcileEvery=1h",
 	"--set", "writeSliceBudget=50ms",
@@ -62,7 +62,7 @@ func TestChart_ServerSideDryRun(t *testing.T) {
 		{"default", nil, []string{"Deployment", "ClusterRole", "ServiceAccount", "ValidatingAdmissionPolicy"}},
 		{"auto-recovery-local profile", []string{"-f", profile}, []string{"ProjectionRecovery", "Job", "Secret", "ConfigMap"}},
 		{"leader election", []string{"--set", "leaderElection.enabled=true"}, []string{"Role", "RoleBinding"}},
-		{"every optional switch", everySwitch, []string{"PodDisruptionBudget", "ServiceMonitor", "NetworkPolicy", "Role"}},
+		{"every optional switch", everySwitch, []string{"PodDisruptionBudget", "ServiceMonitor", "PrometheusRule", "NetworkPolicy", "Role"}},
 		{"every optional switch with the profile", append([]string{"-f", profile}, everySwitch...), []string{"ProjectionRecovery", "ServiceMonitor"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
