@@ -38,6 +38,9 @@ import (
 // maxMessage bounds status and event messages (an error chain can be long).
 const maxMessage = 1024
 
+// maxRequestedAt is status.lastHandledRequestedAt's MaxLength.
+const maxRequestedAt = 256
+
 // computeStatus folds the scope's outcome into obj.Status and returns the
 // requeue decision. It only mutates the in-memory object; writeStatus decides
 // whether anything reaches the API server and publish what follows a write.
@@ -48,6 +51,14 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	// Issue 10 item 4: the scope names the reconciliation that last repaired
 	// it (the annotation is set by the ProjectionReconciliation controller).
 	st.LastReconciliation = truncateTo(obj.Annotations[recoveryv1.AnnotationReconciledBy], 512)
+	// The request (if any) this reconcile saw is handled: its cycle ran, or
+	// the reason says why none did. Status is computed only when the
+	// generation was evaluated, so a phase that failed does not claim it.
+	// A value longer than the field cannot be echoed: it stays unhandled
+	// rather than be reported as a different, truncated request.
+	if v := obj.Annotations[recoveryv1.AnnotationRequestedAt]; len(v) <= maxRequestedAt {
+		st.LastHandledRequestedAt = v
+	}
 
 	c := s.cycle
 	if c != nil && c.cursorRead {

@@ -225,6 +225,15 @@ type ProjectionRecoveryStatus struct {
 	// +kubebuilder:validation:MaxLength=512
 	LastReconciliation string `json:"lastReconciliation,omitempty"`
 
+	// LastHandledRequestedAt is the value of the
+	// recovery.projection.io/requested-at annotation when a reconcile last
+	// evaluated the resource (ran its cycle, or said why none ran): a tool
+	// that sets the annotation to a fresh value knows its request was
+	// handled once this field equals it (Flux's lastHandledReconcileAt).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	LastHandledRequestedAt string `json:"lastHandledRequestedAt,omitempty"`
+
 	// State is CATCHING_UP, CURRENT, RETRYING or BLOCKED; empty before the first cycle.
 	// +optional
 	State RecoveryState `json:"state,omitempty"`

@@ -93,20 +93,22 @@ const rootLong = `kubectl projection: projection recovery and reconciliation fro
   plan NAME         its repair plan: planId, fingerprint, expiry, actions, manual findings, rehearsal verdict
   approve NAME      approve the plan as the user the API server authenticates (type the planId to confirm)
   rollback NAME     ask to roll the last successful apply back (type its correlation id to confirm)
+  recheck NAME      run a ProjectionRecovery's cycle now (--wait: until the manager handled it, then its state)
 
 Exit codes (stable, for scripts):
   0  done (report: no finding at all)
   1  error: no cluster, not found, network, the resource changed meanwhile
   2  usage: unknown command or flag, wrong number of arguments, bad -o
   3  drift, refused or blocked: report with any finding (even when "clean",
-     which only means no inconsistent finding) or absent; status with a
-     BLOCKED scope; plan absent, expired or failing its rehearsal; approve or
-     rollback refused client-side or by the API server (shown as-is)`
+     which only means no inconsistent finding) or absent; a BLOCKED scope
+     (status, recheck --wait); plan absent, expired or failing
+     its rehearsal; approve or rollback refused client-side or by the API
+     server (shown as-is)`
 
 func newRootCommand(o *options) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl-projection",
-		Short: "Projection recovery and reconciliation: status, report, plan, approve, rollback",
+		Short: "Projection recovery and reconciliation: status, recheck, report, plan, approve, rollback",
 		Long:  rootLong,
 		Annotations: map[string]string{
 			cobra.CommandDisplayNameAnnotation: "kubectl projection",
@@ -125,7 +127,7 @@ func newRootCommand(o *options) *cobra.Command {
 	root.SetErr(o.streams.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	o.config.AddFlags(root.PersistentFlags())
-	root.AddCommand(newStatusCommand(o), newReportCommand(o), newPlanCommand(o), newApproveCommand(o), newRollbackCommand(o))
+	root.AddCommand(newStatusCommand(o), newReportCommand(o), newPlanCommand(o), newApproveCommand(o), newRollbackCommand(o), newRecheckCommand(o))
 	return root
 }
 
