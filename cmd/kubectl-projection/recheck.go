@@ -156,31 +156,3 @@ func (ro *recheckOptions) waitHandled(ctx context.Context, c client.Client, key 
 		}
 	}
 }
-
-// completeRecoveries completes NAME with the namespace's ProjectionRecoveries.
-func completeRecoveries(o *options) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		c, err := o.client()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
-		ns, err := o.namespace()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
-		var list recoveryv1.ProjectionRecoveryList
-		if err := c.List(cmd.Context(), &list, client.InNamespace(ns)); err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
-		var out []cobra.Completion
-		for _, r := range list.Items {
-			if strings.HasPrefix(r.Name, toComplete) {
-				out = append(out, r.Name)
-			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
-	}
-}

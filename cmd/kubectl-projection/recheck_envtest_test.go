@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,21 @@ func TestEnvtest_PluginRecheck(t *testing.T) {
 			t.Fatalf("exit %d, want 3 for a BLOCKED scope", r.code)
 		}
 		mustContain(t, "recheck --wait", r.out, "BLOCKED", "ORPHAN_TRADE")
+	})
+
+	t.Run("completion", func(t *testing.T) {
+		createRecovery(t, ctx, ns, "venue-b", recoveryv1.ProjectionRecoveryStatus{})
+		createRecovery(t, ctx, ns, "other", recoveryv1.ProjectionRecoveryStatus{})
+		r := plugin(t, admin, ns, nil, "__complete", "recheck", "ven")
+		names := strings.Fields(strings.Split(r.out, ":")[0])
+		if r.code != ExitOK || !slices.Equal(names, []string{"venue-a", "venue-b"}) {
+			t.Fatalf("completion of recheck ven: exit %d, names %v, want [venue-a venue-b]", r.code, names)
+		}
+		createReconciliation(t, ctx, ns, "recon-x", recoveryv1.ProjectionReconciliationStatus{})
+		r = plugin(t, admin, ns, nil, "__complete", "approve", "")
+		if names := strings.Fields(strings.Split(r.out, ":")[0]); r.code != ExitOK || !slices.Equal(names, []string{"recon-x"}) {
+			t.Fatalf("completion of approve: exit %d, names %v, want [recon-x] (reconciliations only)", r.code, names)
+		}
 	})
 
 	t.Run("not found", func(t *testing.T) {

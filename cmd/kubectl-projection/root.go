@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -191,6 +192,18 @@ func printerFor(format string) (printers.ResourcePrinter, error) {
 // completeReconciliations completes NAME with the namespace's
 // ProjectionReconciliations (shell completion through cobra).
 func completeReconciliations(o *options) cobra.CompletionFunc {
+	return completeNames(o, "ProjectionReconciliationList")
+}
+
+// completeRecoveries completes NAME with the namespace's ProjectionRecoveries.
+func completeRecoveries(o *options) cobra.CompletionFunc {
+	return completeNames(o, "ProjectionRecoveryList")
+}
+
+// completeNames completes the single NAME argument with the names of the
+// flags' namespace's objects of listKind (our API group) that start with
+// what was typed. It lists metadata only: completion needs no spec.
+func completeNames(o *options, listKind string) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
@@ -203,14 +216,15 @@ func completeReconciliations(o *options) cobra.CompletionFunc {
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
-		var list recoveryv1.ProjectionReconciliationList
-		if err := c.List(cmd.Context(), &list, client.InNamespace(ns)); err != nil {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(recoveryv1.GroupVersion.WithKind(listKind))
+		if err := c.List(cmd.Context(), list, client.InNamespace(ns)); err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
 		var out []cobra.Completion
-		for _, r := range list.Items {
-			if strings.HasPrefix(r.Name, toComplete) {
-				out = append(out, r.Name)
+		for _, m := range list.Items {
+			if strings.HasPrefix(m.Name, toComplete) {
+				out = append(out, m.Name)
 			}
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
