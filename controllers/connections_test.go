@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/chain"
@@ -181,6 +182,30 @@ func TestConnections_ClientsTiedToResources(t *testing.T) {
 		t.Fatalf("%d clients cached after the only user's spec became unusable", len(c.clients))
 	}
 	waitOpen(t, open, 0, "the replaced client's connection closed")
+}
+
+// TestConnections_RequestTimeoutIsTheClients: spec.source.requestTimeout is
+// fixed in a client when it is built, so a changed timeout gets its own
+// client (the old one dropped with its connection once unused), and
+// resources that differ only by it do not share one.
+func TestConnections_RequestTimeoutIsTheClients(t *testing.T) {
+	spec, sec, open := memberWithConnCount(t)
+	c := &Connections{}
+	long := *spec
+	long.RequestTimeout = &metav1.Duration{Duration: 10 * time.Minute}
+
+	a := fetchOnce(t, c, "ns/one", spec, sec)
+	if b := fetchOnce(t, c, "ns/two", &long, sec); a == b {
+		t.Fatal("resources with different request timeouts share one client")
+	}
+	waitOpen(t, open, 2, "one client per timeout")
+	if again := fetchOnce(t, c, "ns/one", &long, sec); again == a {
+		t.Fatal("a changed request timeout kept the client built with the old one")
+	}
+	if len(c.clients) != 1 {
+		t.Fatalf("%d clients cached, want 1 (the default-timeout client is unused)", len(c.clients))
+	}
+	waitOpen(t, open, 1, "the unused client's connection closed")
 }
 
 // TestConnections_TokenOverHTTPRefused: a bearer token is never sent over
