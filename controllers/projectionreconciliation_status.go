@@ -66,6 +66,13 @@ func (r *ProjectionReconciliationReconciler) computeStatus(s *reconScope) {
 // outcome MUST reach status (it is what stops a resync from executing the
 // approval again), so a conflict there is retried on a fresh read with
 // this reconcile's status: only this controller writes status.
+//
+// The fresh read must be the same object (same UID). One deleted and
+// recreated under its name meanwhile (a scheduled reconciliation is
+// recreated at once) never carried this approval: writing the outcome there
+// would report an apply it never asked for. The write is then dropped with
+// NotFound (the object it was for is gone; the audit trail in SQL keeps the
+// outcome), and the new object is reconciled on its own.
 func (r *ProjectionReconciliationReconciler) writeStatus(ctx context.Context, before, after *recoveryv1.ProjectionReconciliation, mustLand bool) error {
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil
@@ -75,6 +82,9 @@ func (r *ProjectionReconciliationReconciler) writeStatus(ctx context.Context, be
 		fresh := &recoveryv1.ProjectionReconciliation{}
 		if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(after), fresh); gerr != nil {
 			return gerr
+		}
+		if fresh.UID != after.UID {
+			return apierrors.NewNotFound(recoveryv1.GroupVersion.WithResource("projectionreconciliations").GroupResource(), after.Name)
 		}
 		fresh.Status = *after.Status.DeepCopy()
 		err = r.Status().Update(ctx, fresh)

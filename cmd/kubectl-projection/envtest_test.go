@@ -128,6 +128,28 @@ func mustContain(t *testing.T, what, got string, wants ...string) {
 	}
 }
 
+// grantReadOnly lets user get and list resource (our API group) in ns, and
+// nothing else: a user the API server refuses any write.
+func grantReadOnly(t *testing.T, ctx context.Context, ns, user, resource string) {
+	t.Helper()
+	name := user + "-reads-" + resource
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{recoveryv1.GroupVersion.Group},
+			Resources: []string{resource}, Verbs: []string{"get", "list"}}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := adminCli.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func newNamespace(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "plugin-"}}
@@ -372,21 +394,7 @@ func TestEnvtest_PluginShowsTheAPIServersRefusal(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, ctx)
 	createReconciliation(t, ctx, ns, "recon-a", driftStatus(time.Now().Add(10*time.Minute)))
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reader"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{recoveryv1.GroupVersion.Group},
-			Resources: []string{"projectionreconciliations"}, Verbs: []string{"get", "list"}}},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "reader"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "bob"}},
-	}
-	for _, o := range []client.Object{role, binding} {
-		if err := adminCli.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	grantReadOnly(t, ctx, ns, "bob", "projectionreconciliations")
 	kc := kubeconfigFor(t, "bob")
 	r := plugin(t, kc, ns, nil, "approve", "recon-a", "--plan-id", "plan-7f3a")
 	if r.code != ExitRefused || !strings.Contains(r.errOut, `User "bob" cannot patch resource "projectionreconciliations"`) {

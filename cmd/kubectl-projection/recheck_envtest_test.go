@@ -23,8 +23,6 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
@@ -147,21 +145,7 @@ func TestEnvtest_PluginRecheck(t *testing.T) {
 	})
 
 	t.Run("no right to patch", func(t *testing.T) {
-		role := &rbacv1.Role{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "recovery-reader"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{recoveryv1.GroupVersion.Group},
-				Resources: []string{"projectionrecoveries"}, Verbs: []string{"get", "list"}}},
-		}
-		binding := &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "recovery-reader"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "recovery-reader"},
-			Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "dave"}},
-		}
-		for _, o := range []client.Object{role, binding} {
-			if err := adminCli.Create(ctx, o); err != nil {
-				t.Fatal(err)
-			}
-		}
+		grantReadOnly(t, ctx, ns, "dave", "projectionrecoveries")
 		before := requestedAt(t, ctx, ns, "venue-a")
 		r := plugin(t, kubeconfigFor(t, "dave"), ns, nil, "recheck", "venue-a")
 		if r.code != ExitRefused || !strings.Contains(r.errOut, `User "dave" cannot patch resource "projectionrecoveries"`) {

@@ -1,0 +1,90 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+)
+
+// TestReconcile_OutcomeNeverLandsOnARecreatedObject: an apply's outcome must
+// reach status, so a conflicting write is retried on a fresh read; but when
+// the object was deleted and recreated under its name meanwhile (the
+// scheduler recreates a scheduled reconciliation at once), the fresh read is
+// another object that never carried the approval, and the outcome must not
+// be written onto it. On the same object, the retry still lands it.
+func TestReconcile_OutcomeNeverLandsOnARecreatedObject(t *testing.T) {
+	ns := newNamespace(t)
+	bg := context.Background()
+	create := func() *recoveryv1.ProjectionReconciliation {
+		t.Helper()
+		o := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "replaced"},
+			Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: "no-such-recovery"}}}
+		if err := k8sClient.Create(bg, o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	get := func() *recoveryv1.ProjectionReconciliation {
+		t.Helper()
+		o := &recoveryv1.ProjectionReconciliation{}
+		if err := k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: "replaced"}, o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	outcome := func(o *recoveryv1.ProjectionReconciliation) *recoveryv1.ProjectionReconciliation {
+		o = o.DeepCopy()
+		now := metav1.Now()
+		o.Status.Outcome = &recoveryv1.OutcomeSummary{Operation: opApply, Result: "refused", PlanID: "plan-x", Approver: "admin", At: &now}
+		return o
+	}
+	r := &ProjectionReconciliationReconciler{Client: k8sClient, APIReader: k8sClient}
+
+	old := create()
+	if err := k8sClient.Delete(bg, old); err != nil {
+		t.Fatal(err)
+	}
+	replacement := create()
+	err := r.writeStatus(bg, old, outcome(old), true)
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("writeStatus for a deleted object = %v, want NotFound", err)
+	}
+	if got := get(); got.UID != replacement.UID || got.Status.Outcome != nil {
+		t.Fatalf("the replacement (uid %s) carries outcome %+v of the deleted object (uid %s)", got.UID, got.Status.Outcome, old.UID)
+	}
+
+	// The same object, changed since it was read: the outcome still lands.
+	stale := get()
+	bump := stale.DeepCopy()
+	bump.Annotations = map[string]string{"test/bump": "1"}
+	if err := k8sClient.Update(bg, bump); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.writeStatus(bg, stale, outcome(stale), true); err != nil {
+		t.Fatalf("writeStatus after a conflicting change of the same object: %v", err)
+	}
+	if got := get(); got.Status.Outcome == nil || got.Status.Outcome.PlanID != "plan-x" {
+		t.Fatalf("the outcome did not land on its own object: %+v", got.Status.Outcome)
+	}
+}
