@@ -35,12 +35,14 @@ type recheckOptions struct {
 	*options
 	wait    bool
 	timeout time.Duration
-	// poll is the time between two reads while waiting (tests shorten it).
-	poll time.Duration
 }
 
+// recheckPoll is the time between two reads while --wait waits: status
+// changes once per reconcile, so a faster poll only loads the API server.
+const recheckPoll = 500 * time.Millisecond
+
 func newRecheckCommand(o *options) *cobra.Command {
-	ro := &recheckOptions{options: o, timeout: 5 * time.Minute, poll: 500 * time.Millisecond}
+	ro := &recheckOptions{options: o, timeout: 5 * time.Minute}
 	cmd := &cobra.Command{
 		Use:   "recheck NAME",
 		Short: "Run a ProjectionRecovery's cycle now; --wait for its verdict",
@@ -129,7 +131,7 @@ func (ro *recheckOptions) run(ctx context.Context, name string) error {
 func (ro *recheckOptions) waitHandled(ctx context.Context, c client.Client, key client.ObjectKey, value string) (*recoveryv1.ProjectionRecovery, error) {
 	ctx, cancel := context.WithTimeout(ctx, ro.timeout)
 	defer cancel()
-	tick := time.NewTicker(ro.poll)
+	tick := time.NewTicker(recheckPoll)
 	defer tick.Stop()
 	var last error
 	for {
