@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,10 +72,14 @@ type reconScope struct {
 	// repaired is set after a successful apply or rollback.
 	repaired bool
 	done     bool
+	// unconfirmed is set when confirmLive found the cached object is not
+	// the API server's current one: nothing was done, nothing is written.
+	unconfirmed liveVerdict
 }
 
 // RBAC: exactly the verbs of this reconciler's calls. Its own kind: the
-// cache (get/list/watch) and status Update, never a write of the object;
+// cache (get/list/watch), confirmLive's uncached get and status Update,
+// never a write of the object;
 // the referenced recovery: an uncached get and touchRecovery's annotation
 // merge patch; subjectaccessreviews: sarPermission; secrets and events as the
 // recovery controller.
@@ -99,7 +104,7 @@ func (r *ProjectionReconciliationReconciler) Reconcile(ctx context.Context, req 
 	}
 	s := &reconScope{obj: obj, now: r.Clock.Now()}
 	before := obj.DeepCopy()
-	for _, p := range []func(context.Context, *reconScope) error{r.resolveRecovery, r.resolveSecrets, r.act} {
+	for _, p := range []func(context.Context, *reconScope) error{r.confirmLive, r.resolveRecovery, r.resolveSecrets, r.act} {
 		if err := p(ctx, s); err != nil {
 			return ctrl.Result{}, err // not evaluated: status untouched, rate-limited retry
 		}
@@ -109,6 +114,16 @@ func (r *ProjectionReconciliationReconciler) Reconcile(ctx context.Context, req 
 	}
 	if ctx.Err() != nil {
 		return ctrl.Result{}, nil // shutting down: what a cancelled run saw is an artefact
+	}
+	switch s.unconfirmed {
+	case liveGone:
+		log.Info("not executing: the object was deleted or replaced since the cache read it", "uid", string(obj.UID))
+		return ctrl.Result{}, nil
+	case liveBehind:
+		// The watch event of the change is on its way; the requeue covers
+		// a status-only change, which the predicates do not pass.
+		log.V(1).Info("the cache is behind the API server; waiting for it before executing", "cachedResourceVersion", obj.ResourceVersion)
+		return ctrl.Result{RequeueAfter: conflictRequeue}, nil
 	}
 	r.computeStatus(s)
 	if err := r.writeStatus(ctx, before, obj, s.decision.action == reconApply || s.decision.action == reconRollback); err != nil {
@@ -129,6 +144,34 @@ func (r *ProjectionReconciliationReconciler) Reconcile(ctx context.Context, req 
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	return ctrl.Result{RequeueAfter: next.requeueAfter}, nil
+}
+
+// confirmLive guards the two actions that write the projection. The
+// decision is taken on the informer cache's copy, which may lag the API
+// server: an approval (or rollback) withdrawn, edited, or deleted with its
+// object a moment ago may still be in the cache, and executing it would
+// repair money-moving rows on an instruction nobody holds any more (the
+// status write that follows would conflict, but the rows would already be
+// changed). So an apply or rollback runs only when an uncached read shows
+// the same object (UID), unchanged (resourceVersion), not being deleted;
+// otherwise nothing is done and nothing written. The window left is the
+// apply's own duration: the approval was current when it began, and the
+// workflow's guards (confirmation, SubjectAccessReview, plan expiry) still
+// run. Dry runs and idle reconciles never pay this read.
+func (r *ProjectionReconciliationReconciler) confirmLive(ctx context.Context, s *reconScope) error {
+	d := decideReconciliation(&s.obj.Spec, &s.obj.Status, s.obj.Generation, s.now)
+	if d.action != reconApply && d.action != reconRollback {
+		return nil
+	}
+	live := &recoveryv1.ProjectionReconciliation{}
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.obj), live)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("confirming the %s against the API server: %w", d.action, err)
+	}
+	if v := classifyLive(s.obj, live, apierrors.IsNotFound(err)); v != liveCurrent {
+		s.unconfirmed, s.done = v, true
+	}
+	return nil
 }
 
 // resolveRecovery reads the referenced ProjectionRecovery (same namespace).

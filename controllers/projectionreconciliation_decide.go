@@ -232,3 +232,31 @@ func stillRequested(spec *recoveryv1.ProjectionReconciliationSpec, o *recoveryv1
 	}
 	return false
 }
+
+// liveVerdict says whether the object a reconcile read from the informer
+// cache is the object the API server holds now.
+type liveVerdict string
+
+const (
+	// liveCurrent: same UID and resourceVersion, not being deleted.
+	liveCurrent liveVerdict = "current"
+	// liveGone: deleted, being deleted, or replaced by another object of
+	// the same name (another UID): its approval or rollback is withdrawn.
+	liveGone liveVerdict = "gone"
+	// liveBehind: the same object, changed since the cache's copy: the
+	// spec (an approval withdrawn or edited) may differ from what was read.
+	liveBehind liveVerdict = "behind"
+)
+
+// classifyLive compares the cached copy with an uncached read of the same
+// name (getErr is that read's error; any error other than NotFound is the
+// caller's to return, never a verdict). Pure, table-tested.
+func classifyLive(cached, live *recoveryv1.ProjectionReconciliation, notFound bool) liveVerdict {
+	switch {
+	case notFound, live == nil, live.UID != cached.UID, live.DeletionTimestamp != nil:
+		return liveGone
+	case live.ResourceVersion != cached.ResourceVersion:
+		return liveBehind
+	}
+	return liveCurrent
+}

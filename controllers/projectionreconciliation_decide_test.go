@@ -159,3 +159,35 @@ func TestReconDecide_Conditions(t *testing.T) {
 		})
 	}
 }
+
+// TestClassifyLive: an apply or rollback runs only on the object the API
+// server holds now (confirmLive); every other answer withholds it.
+func TestClassifyLive(t *testing.T) {
+	cached := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{UID: "u1", ResourceVersion: "10"}}
+	with := func(mut func(*recoveryv1.ProjectionReconciliation)) *recoveryv1.ProjectionReconciliation {
+		o := cached.DeepCopy()
+		mut(o)
+		return o
+	}
+	deleting := metav1.Now()
+	for _, tc := range []struct {
+		name     string
+		live     *recoveryv1.ProjectionReconciliation
+		notFound bool
+		want     liveVerdict
+	}{
+		{"the same object, unchanged", cached.DeepCopy(), false, liveCurrent},
+		{"deleted", nil, true, liveGone},
+		{"no object and no error", nil, false, liveGone},
+		{"recreated under its name", with(func(o *recoveryv1.ProjectionReconciliation) { o.UID = "u2" }), false, liveGone},
+		{"recreated with the same resourceVersion text", with(func(o *recoveryv1.ProjectionReconciliation) { o.UID = "u2"; o.ResourceVersion = "10" }), false, liveGone},
+		{"being deleted", with(func(o *recoveryv1.ProjectionReconciliation) { o.DeletionTimestamp = &deleting }), false, liveGone},
+		{"changed since the cache read it", with(func(o *recoveryv1.ProjectionReconciliation) { o.ResourceVersion = "11" }), false, liveBehind},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := classifyLive(cached, tc.live, tc.notFound); got != tc.want {
+				t.Fatalf("classifyLive = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
