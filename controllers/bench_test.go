@@ -18,7 +18,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -128,8 +127,6 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-var natsEdgeRuns atomic.Int64
-
 // BenchmarkNATSReconnectToCurrent (issue 12, FR-APR10): a CURRENT scope with
 // a one-hour interval falls behind while the NATS server is down (the live
 // feed's events of that time are lost to the live projector); from the
@@ -141,11 +138,10 @@ var natsEdgeRuns atomic.Int64
 func BenchmarkNATSReconnectToCurrent(b *testing.B) {
 	const behind = 200
 	ns := newNamespace(b)
-	// A scope of its own per call: `go test -bench` calls a benchmark more
-	// than once, and a scope is reconciled by one resource only.
-	scope := fmt.Sprintf("bench-natsedge-%d", natsEdgeRuns.Add(1))
-	f := newFixture(b, scope, 60, 0.2)
-	obj := f.recovery(ns, scope, nil, func(s *recoveryv1.ProjectionRecoverySpec) {
+	// `go test -bench` calls a benchmark more than once; newFixture gives
+	// each call a scope of its own (freshScope).
+	f := newFixture(b, "bench-natsedge", 60, 0.2)
+	obj := f.recovery(ns, f.scope, nil, func(s *recoveryv1.ProjectionRecoverySpec) {
 		s.Interval = &metav1.Duration{Duration: time.Hour}
 		s.PageSize = 1000
 	})

@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -85,6 +86,7 @@ func (p livePublisher) Publish(_ string, data []byte) error {
 
 func newFixture(t testing.TB, scope string, commands int, dropRate float64) *fixture {
 	t.Helper()
+	scope = freshScope(scope)
 	ctx := context.Background()
 	// The manager under test reaches the database through the Secret as
 	// projection_recovery with exactly the grants of docs/database-role.md;
@@ -117,6 +119,23 @@ func newFixture(t testing.TB, scope string, commands int, dropRate float64) *fix
 	f.serve("127.0.0.1:0")
 	t.Cleanup(f.stop)
 	return f
+}
+
+// scopesUsed counts the fixtures of each scope name in this test process.
+var scopesUsed sync.Map
+
+// freshScope returns scope the first time and "<scope>-<n>" the n-th time
+// (go test -count=N runs a test again in the same process). The scope claim
+// is cluster-wide and the envtest API server never deletes a test's
+// namespace (there is no namespace controller), so the resource of an
+// earlier run would still own the scope and refuse this run's as
+// DuplicateScope.
+func freshScope(scope string) string {
+	n, _ := scopesUsed.LoadOrStore(scope, new(atomic.Int64))
+	if i := n.(*atomic.Int64).Add(1); i > 1 {
+		return fmt.Sprintf("%s-%d", scope, i)
+	}
+	return scope
 }
 
 // addRun selects an ACTIVE epoch-v1 run of the member's descriptor for

@@ -32,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
@@ -72,7 +73,9 @@ func (r *ProjectionReconciliationReconciler) computeStatus(s *reconScope) {
 // recreated at once) never carried this approval: writing the outcome there
 // would report an apply it never asked for. The write is then dropped with
 // NotFound (the object it was for is gone; the audit trail in SQL keeps the
-// outcome), and the new object is reconciled on its own.
+// outcome), and the new object is reconciled on its own. A refusal is
+// not written over an outcome another writer recorded since the read
+// (outcomeSuperseded).
 func (r *ProjectionReconciliationReconciler) writeStatus(ctx context.Context, before, after *recoveryv1.ProjectionReconciliation, mustLand bool) error {
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil
@@ -86,6 +89,11 @@ func (r *ProjectionReconciliationReconciler) writeStatus(ctx context.Context, be
 		if fresh.UID != after.UID {
 			return apierrors.NewNotFound(recoveryv1.GroupVersion.WithResource("projectionreconciliations").GroupResource(), after.Name)
 		}
+		if outcomeSuperseded(before.Status.Outcome, fresh.Status.Outcome, after.Status.Outcome) {
+			logf.FromContext(ctx).Info("not writing a refusal over the outcome another writer recorded since this reconcile read the object",
+				"refusal", after.Status.Outcome.Result, "recorded", outcomeResult(fresh.Status.Outcome))
+			return nil
+		}
 		fresh.Status = *after.Status.DeepCopy()
 		err = r.Status().Update(ctx, fresh)
 		if err == nil {
@@ -96,6 +104,31 @@ func (r *ProjectionReconciliationReconciler) writeStatus(ctx context.Context, be
 		return fmt.Errorf("updating status: %w", err)
 	}
 	return nil
+}
+
+// outcomeSuperseded: another writer (a second manager: the reconciliation
+// controller runs in every one, no leader election needed) recorded an
+// outcome since this reconcile read the object (fresh differs from read),
+// and this reconcile's own outcome is not a success. Both acted on the
+// same approval; SQL let at most one apply (the lease, the plan's state),
+// so the other's outcome is the truth or at least as new, and a refusal
+// writes nothing that status would have to report. Writing it anyway
+// would replace a recorded success, with its refreshed report and plan,
+// by a refusal: status would say the repair did not happen when it did.
+// A success always lands (it is what stops the approval being executed
+// again). Pure; table-tested.
+func outcomeSuperseded(read, fresh, ours *recoveryv1.OutcomeSummary) bool {
+	if ours == nil || ours.Result == resultOK {
+		return false
+	}
+	return !equality.Semantic.DeepEqual(read, fresh)
+}
+
+func outcomeResult(o *recoveryv1.OutcomeSummary) string {
+	if o == nil {
+		return ""
+	}
+	return o.Operation + " " + o.Result
 }
 
 // publish emits the events of what status now says: findings of a fresh

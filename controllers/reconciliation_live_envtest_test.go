@@ -18,8 +18,10 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -118,5 +120,67 @@ func TestReconcile_WithdrawnApprovalIsNeverExecutedFromTheCache(t *testing.T) {
 	unchanged("the object was deleted")
 	if err != nil || res.RequeueAfter != 0 {
 		t.Fatalf("Reconcile of a deleted object = %+v, %v; want nothing to do", res, err)
+	}
+}
+
+// TestReconcile_TwoManagersExecuteOneApprovalOnce, on real parts: the
+// reconciliation controller runs in every manager (no leader election is
+// needed), so an approval reaches two of them at once. A second reconciler
+// (its own pools, reading the API server directly) reconciles the approval
+// at the moment the suite manager's does: the orphan trade is quarantined
+// once, the journal holds one apply, and status ends with the success and
+// its clean report, never the loser's refusal (outcomeSuperseded).
+func TestReconcile_TwoManagersExecuteOneApprovalOnce(t *testing.T) {
+	withoutApprovalPolicy(t)
+	ns := newNamespace(t)
+	grantApprove(t, ns, "alice")
+	f, rec := orphanBlockedScope(t, ns, "recon-twice", "twice")
+	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
+	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-twice"},
+		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: rec.Name},
+			RepairDSNSecretRef: &recoveryv1.SecretKeySelector{Name: "repair-db", Key: "dsn"}}}
+	if err := k8sClient.Create(bg, pr); err != nil {
+		t.Fatal(err)
+	}
+	o := waitRecon(t, ns, pr.Name, "a report with a plan", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.RunState == recoveryv1.RunReported && o.Status.Plan != nil && o.Status.Plan.Actions > 0 &&
+			o.Status.ObservedGeneration == o.Generation
+	})
+	second := &ProjectionReconciliationReconciler{Client: k8sClient, APIReader: k8sClient,
+		Clock: reconClock, Connections: &Connections{}, Metrics: NewReconciliationMetrics(prometheus.NewRegistry())}
+	t.Cleanup(second.Connections.Close)
+
+	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: o.Status.Plan.PlanID, Approver: "alice", MaxActions: 10}
+	})
+	res, err := second.Reconcile(bg, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pr)})
+	if err != nil {
+		t.Fatalf("the second manager's reconcile: %v", err)
+	}
+	t.Logf("the second manager's reconcile: %+v", res)
+	got := waitRecon(t, ns, pr.Name, "the apply's success with a fresh report", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.Outcome != nil && o.Status.Outcome.Result == resultOK && o.Status.Report != nil && o.Status.Report.Clean
+	})
+	// Both managers settle (their retries of a transient refusal included).
+	for i := 0; i < 3; i++ {
+		if _, err := second.Reconcile(bg, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pr)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if now := getRecon(t, ns, pr.Name); now.Status.Outcome == nil || now.Status.Outcome.Result != resultOK ||
+		now.Status.Outcome.CorrelationID != got.Status.Outcome.CorrelationID {
+		t.Fatalf("outcome %+v after both managers settled, want the success %s", now.Status.Outcome, got.Status.Outcome.CorrelationID)
+	}
+	if n := tradeCount(t, f, "orphan-1"); n != 0 {
+		t.Fatalf("the orphan trade is still there (%d)", n)
+	}
+	var applies int64
+	if err := f.pool.QueryRow(bg, `SELECT count(DISTINCT correlation_id) FROM projection_reconciliation_journal`).Scan(&applies); err != nil {
+		t.Fatal(err)
+	}
+	if applies != 1 {
+		rows, _ := f.pool.Query(bg, `SELECT correlation_id || ' ' || plan_id || ' ' || state || ' ' || action_id || ' ' || coalesce(error, '') || ' ' || at::text FROM projection_reconciliation_journal ORDER BY at`)
+		lines, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+		t.Fatalf("the journal holds %d applies, want 1:\n%s", applies, strings.Join(lines, "\n"))
 	}
 }

@@ -88,3 +88,50 @@ func TestReconcile_OutcomeNeverLandsOnARecreatedObject(t *testing.T) {
 		t.Fatalf("the outcome did not land on its own object: %+v", got.Status.Outcome)
 	}
 }
+
+// TestReconcile_ARefusalNeverReplacesAnotherWritersOutcome: two managers
+// reconcile one approval from the same read; one applies and records ok
+// (with its refreshed report), the other is refused (the lease is held, or
+// the plan is no longer pending) and its status write conflicts. Its retry
+// must not replace the recorded success by its refusal; the other way
+// round, a success still lands over a refusal recorded meanwhile.
+func TestReconcile_ARefusalNeverReplacesAnotherWritersOutcome(t *testing.T) {
+	ns := newNamespace(t)
+	o := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "two-writers"},
+		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: "no-such-recovery"}}}
+	if err := k8sClient.Create(bg, o); err != nil {
+		t.Fatal(err)
+	}
+	r := &ProjectionReconciliationReconciler{Client: k8sClient, APIReader: k8sClient}
+	with := func(read *recoveryv1.ProjectionReconciliation, result string) *recoveryv1.ProjectionReconciliation {
+		c := read.DeepCopy()
+		now := metav1.Now()
+		c.Status.Outcome = &recoveryv1.OutcomeSummary{Operation: opApply, Result: result, PlanID: "plan-x", Approver: "alice", At: &now}
+		return c
+	}
+	read := getRecon(t, ns, o.Name)
+
+	// The first manager's success lands; the second's refusal, from the
+	// same read, conflicts and is dropped.
+	if err := r.writeStatus(bg, read, with(read, resultOK), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.writeStatus(bg, read, with(read, "lease_unavailable"), true); err != nil {
+		t.Fatalf("the superseded refusal: %v", err)
+	}
+	if got := getRecon(t, ns, o.Name).Status.Outcome; got == nil || got.Result != resultOK {
+		t.Fatalf("outcome %+v: a refusal replaced the recorded success", got)
+	}
+
+	// A refusal recorded first, then a success from the same read: it lands.
+	read = getRecon(t, ns, o.Name)
+	if err := r.writeStatus(bg, read, with(read, "lease_unavailable"), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.writeStatus(bg, read, with(read, resultOK), true); err != nil {
+		t.Fatal(err)
+	}
+	if got := getRecon(t, ns, o.Name).Status.Outcome; got == nil || got.Result != resultOK {
+		t.Fatalf("outcome %+v: the success did not land over a refusal recorded meanwhile", got)
+	}
+}

@@ -101,7 +101,9 @@ type applyRun struct {
 // repair_denied, confirmation_required, plan_tampered, plan_expired,
 // nothing_selected, blast_radius_exceeded, handler_missing,
 // snapshot_unavailable, plan_stale. Then the run's Session begins
-// (lease_unavailable when it cannot: nothing written), each selected action
+// (lease_unavailable when it cannot: nothing written); under it, a Journal
+// that is also AppliedPlans refuses a plan another run applied meanwhile
+// (plan_stale, nothing written but the lease's take and release); each selected action
 // in plan order is applied and journaled; on the first failure the journal
 // is reverted newest-first and repair_failed returned. After success a fresh
 // read verifies; the session ends last. The returned Outcome is never nil; the error is an *Error.
@@ -191,6 +193,17 @@ func (w *Workflow) Apply(ctx context.Context, plan *Plan, opt ApplyOptions) (*Ou
 		return r.refuse(ctx, plan.Actions, fail(ResultLeaseUnavailable, err, "scope %q: the write lease could not be taken: nothing written, retry", plan.Scope))
 	}
 	defer end()
+	// 10. plan_stale under the lease: the plan was applied by another run
+	// since this run's fresh read (see AppliedPlans).
+	if ap, ok := w.Journal.(AppliedPlans); ok {
+		by, err := ap.AppliedBy(hctx, plan.Scope, plan.PlanID)
+		if err != nil {
+			return r.refuse(hctx, plan.Actions, fail(ResultSnapshotUnavailable, err, "read the runs of plan %s under the lease", plan.PlanID))
+		}
+		if by != "" {
+			return r.refuse(hctx, plan.Actions, fail(ResultPlanStale, nil, "plan %s was applied by run %s since this run's fresh read: run a new dry run", plan.PlanID, by))
+		}
+	}
 	for _, s := range skipped {
 		r.audit(hctx, s.action, AuditRefused, "", s.reason)
 	}

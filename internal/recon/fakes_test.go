@@ -148,6 +148,23 @@ func (j *fakeJournal) Append(ctx context.Context, e JournalEntry) error {
 	return nil
 }
 
+// AppliedBy: the first run of planID with an applied action its run has
+// not reverted (AppliedPlans).
+func (j *fakeJournal) AppliedBy(_ context.Context, scope, planID string) (string, error) {
+	reverted := map[string]bool{}
+	for _, e := range j.entries {
+		if e.Event == JournalReverted {
+			reverted[e.CorrelationID+"/"+e.Action.ID] = true
+		}
+	}
+	for _, e := range j.entries {
+		if e.Scope == scope && e.PlanID == planID && e.Event == JournalApplied && !reverted[e.CorrelationID+"/"+e.Action.ID] {
+			return e.CorrelationID, nil
+		}
+	}
+	return "", nil
+}
+
 type fakeAuditor struct{ records []AuditRecord }
 
 func (a *fakeAuditor) Audit(ctx context.Context, r AuditRecord) error {

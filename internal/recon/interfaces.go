@@ -190,6 +190,22 @@ type Journal interface {
 	Append(ctx context.Context, e JournalEntry) error
 }
 
+// AppliedPlans is an optional extension of a Journal: the correlation id
+// of a run of scope that applied planID and has an applied action not
+// reverted since ("" when there is none). Apply asks it under the run's
+// session, after the lease is taken. Without it, two approvals of one plan
+// reaching the write path at once (two managers reconciling the same
+// approval) both pass every guard on their own fresh reads, then serialize
+// on the lease, and the second runs the plan again over the first's result:
+// its compare-and-write handlers find every action done and write nothing,
+// but the journal and the audit trail record a second apply of one
+// approval, and a rollback of either run reverts the repair the other
+// still claims. A run whose actions were all reverted does not count: its
+// plan may be applied again.
+type AppliedPlans interface {
+	AppliedBy(ctx context.Context, scope, planID string) (correlationID string, err error)
+}
+
 // AuditAction is the audit action of every repair record.
 const AuditAction = "reconciliation.repaired"
 

@@ -187,3 +187,67 @@ func TestSession_BeginFailsRefusesLeaseUnavailable(t *testing.T) {
 		t.Fatalf("a refused rollback reverted: %v", r.handlers.calls[calls:])
 	}
 }
+
+// beginRunning is a session whose Begin first runs another apply to its
+// end: the interleaving of two managers executing one approval at once,
+// made deterministic (this run passed every guard before the other began).
+type beginRunning struct {
+	other func()
+}
+
+func (s *beginRunning) Begin(ctx context.Context, _, _ string) (context.Context, func(), error) {
+	s.other()
+	return ctx, func() {}, nil
+}
+
+// TestSession_APlanAppliedMeanwhileIsRefusedUnderTheLease: run B passes
+// every guard on its fresh read; before it gets the lease, run A applies
+// the same plan. Under the lease B finds A's applied run (AppliedPlans) and
+// is refused plan_stale: no handler call, no journal entry of its own, a
+// refused audit record per action. Once A is rolled back, the plan may be
+// applied again.
+func TestSession_APlanAppliedMeanwhileIsRefusedUnderTheLease(t *testing.T) {
+	r := newRig(drifted())
+	p := dryRun(t, r)
+	ctx := context.Background()
+	a := *r.wf // the other manager: same database, no session of its own
+	var outA *Outcome
+	r.wf.Session = &beginRunning{other: func() {
+		var err error
+		if outA, err = a.Apply(ctx, p, ApplyOptions{Principal: "ada", Confirm: p.PlanID, CorrelationID: "run-a"}); err != nil {
+			t.Fatalf("run A: %v", err)
+		}
+	}}
+	outB, err := r.wf.Apply(ctx, p, ApplyOptions{Principal: "ada", Confirm: p.PlanID, CorrelationID: "run-b"})
+	if CodeOf(err) != ResultPlanStale || outB.Code != ResultPlanStale {
+		t.Fatalf("run B: %v (%s), want plan_stale", err, outB.Code)
+	}
+	if n := len(outA.Selected); n == 0 || len(outA.Applied) != n || len(r.handlers.calls) != n {
+		t.Fatalf("run A selected %d, applied %d, handlers called %d times (%v): want all the same", n, len(outA.Applied), len(r.handlers.calls), r.handlers.calls)
+	}
+	for _, e := range r.journal.entries {
+		if e.CorrelationID != "run-a" {
+			t.Fatalf("journal entry of run B: %+v", e)
+		}
+	}
+	refused := 0
+	for _, rec := range r.audit.records {
+		if rec.CorrelationID == "run-b" && rec.Outcome == AuditRefused && rec.Code == ResultPlanStale {
+			refused++
+		} else if rec.CorrelationID == "run-b" {
+			t.Fatalf("audit record of run B: %+v", rec)
+		}
+	}
+	if refused != len(p.Actions) {
+		t.Fatalf("%d refused audit records of run B, want one per action of the plan (%d)", refused, len(p.Actions))
+	}
+
+	// A rolled back: its plan holds again and may be applied again.
+	r.wf.Session = nil
+	if _, err := r.wf.Rollback(ctx, outA, "ada"); err != nil {
+		t.Fatalf("rollback of run A: %v", err)
+	}
+	if _, err := r.wf.Apply(ctx, p, ApplyOptions{Principal: "ada", Confirm: p.PlanID, CorrelationID: "run-c"}); err != nil {
+		t.Fatalf("the plan again after its run was rolled back: %v", err)
+	}
+}

@@ -150,6 +150,34 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), $9)`,
 	return nil
 }
 
+var _ recon.AppliedPlans = (*Journal)(nil)
+
+// appliedBySQL finds the oldest run of a plan with an applied action that
+// its run has not reverted since (reverts are journaled by the run that
+// applied, after its entries: an apply's automatic rollback or Rollback).
+const appliedBySQL = `SELECT j.correlation_id FROM projection_reconciliation_journal j
+ WHERE j.scope = $1 AND j.plan_id = $2 AND j.state = 'applied'
+   AND NOT EXISTS (SELECT 1 FROM projection_reconciliation_journal r
+                    WHERE r.correlation_id = j.correlation_id AND r.action_id = j.action_id AND r.state = 'reverted')
+ ORDER BY j.at, j.correlation_id LIMIT 1`
+
+// AppliedBy implements recon.AppliedPlans: the run of planID whose applied
+// actions are not all reverted ("" when none). It reads committed rows:
+// every journal entry is autocommitted before the next action runs, and
+// the caller holds the scope's lease, so a run that applied the plan
+// before the caller took the lease is visible here.
+func (j *Journal) AppliedBy(ctx context.Context, scope, planID string) (string, error) {
+	var id string
+	err := j.Pool.QueryRow(ctx, appliedBySQL, scope, planID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reconstore: read the runs of plan %s: %w", planID, err)
+	}
+	return id, nil
+}
+
 // Entries reads a run's journal in order.
 func (j *Journal) Entries(ctx context.Context, correlationID string) ([]recon.JournalEntry, error) {
 	rows, err := j.Pool.Query(ctx, `SELECT correlation_id, position, plan_id, scope, state, action, coalesce(error, ''), at

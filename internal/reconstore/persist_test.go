@@ -247,3 +247,44 @@ func (w *world) runStates(t *testing.T) string {
 	}
 	return s
 }
+
+// TestJournal_AppliedBy (recon.AppliedPlans) on PostgreSQL, as the
+// reconciliation role: a plan counts as applied by a run while one of its
+// applied actions is not reverted by that run; other plans, other scopes
+// and fully reverted runs do not count.
+func TestJournal_AppliedBy(t *testing.T) {
+	t.Parallel()
+	db := recoverydb.New(t)
+	j := &Journal{Pool: pgtest.Pool(t, db.Reconciliation)}
+	at := time.Now()
+	step := func(corr, plan, scope string, seq int, event, action string) {
+		t.Helper()
+		at = at.Add(time.Millisecond)
+		if err := j.Append(ctxb, recon.JournalEntry{CorrelationID: corr, PlanID: plan, Scope: scope, Seq: seq,
+			Event: event, Action: recon.Action{ID: action}, At: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(scope, plan, corr string) {
+		t.Helper()
+		if got, err := j.AppliedBy(ctxb, scope, plan); err != nil || got != corr {
+			t.Fatalf("AppliedBy(%s, %s) = %q, %v; want %q", scope, plan, got, err, corr)
+		}
+	}
+	want("s", "p", "")
+	step("other-scope", "p", "s2", 1, recon.JournalApplied, "x")
+	step("other-plan", "q", "s", 1, recon.JournalApplied, "x")
+	want("s", "p", "")
+	step("run-a", "p", "s", 1, recon.JournalApplied, "x")
+	step("run-a", "p", "s", 2, recon.JournalApplied, "y")
+	want("s", "p", "run-a")
+	step("run-a", "p", "s", 3, recon.JournalReverted, "y")
+	want("s", "p", "run-a") // x is still applied
+	step("run-a", "p", "s", 4, recon.JournalRevertFailed, "x")
+	want("s", "p", "run-a") // a failed revert leaves it applied
+	step("run-a", "p", "s", 5, recon.JournalReverted, "x")
+	want("s", "p", "")
+	step("run-b", "p", "s", 1, recon.JournalApplied, "x")
+	want("s", "p", "run-b")
+	want("s2", "p", "other-scope")
+}
