@@ -165,6 +165,30 @@ func (j *fakeJournal) AppliedBy(_ context.Context, scope, planID string) (string
 	return "", nil
 }
 
+// NotReverted: the run's applied actions it has not reverted (AppliedActions).
+func (j *fakeJournal) NotReverted(_ context.Context, correlationID string) ([]string, error) {
+	state := map[string]string{}
+	var order []string
+	for _, e := range j.entries {
+		if e.CorrelationID != correlationID {
+			continue
+		}
+		if _, seen := state[e.Action.ID]; !seen {
+			order = append(order, e.Action.ID)
+		}
+		if e.Event == JournalApplied || e.Event == JournalReverted {
+			state[e.Action.ID] = e.Event
+		}
+	}
+	var ids []string
+	for _, id := range order {
+		if state[id] == JournalApplied {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
 type fakeAuditor struct{ records []AuditRecord }
 
 func (a *fakeAuditor) Audit(ctx context.Context, r AuditRecord) error {

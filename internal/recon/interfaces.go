@@ -206,6 +206,17 @@ type AppliedPlans interface {
 	AppliedBy(ctx context.Context, scope, planID string) (correlationID string, err error)
 }
 
+// AppliedActions is the rollback's counterpart of AppliedPlans: the ids of
+// the actions of run correlationID applied and not reverted since. Rollback
+// asks it under the run's session and reverts only those. Without it, two
+// rollbacks of one run at once (two managers executing one spec.rollback)
+// both take the run's actions from their own reads, and the second, once it
+// has the lease, reverts again what the first reverted: nothing changes in
+// the rows, but the audit trail records every action reverted twice.
+type AppliedActions interface {
+	NotReverted(ctx context.Context, correlationID string) (actionIDs []string, err error)
+}
+
 // AuditAction is the audit action of every repair record.
 const AuditAction = "reconciliation.repaired"
 

@@ -18,6 +18,7 @@ package recon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 )
@@ -42,7 +43,9 @@ func (j *strictJournal) Append(ctx context.Context, e JournalEntry) error {
 // reverts after the apply's entries of the same correlation id (a journal
 // keyed by (correlation id, position) refused them, and the reverts were
 // done but never journaled: the journal then claimed the actions were
-// still applied). A second rollback of the same outcome continues too.
+// still applied). A second rollback, of what the first could not revert,
+// continues the sequence too; a third finds nothing applied and is refused
+// nothing_selected, journaling nothing (AppliedActions).
 func TestRollback_JournalContinuesTheApplysSequence(t *testing.T) {
 	r := newRig(drifted())
 	j := &strictJournal{seen: map[string]bool{}}
@@ -52,20 +55,34 @@ func TestRollback_JournalContinuesTheApplysSequence(t *testing.T) {
 	if err != nil || len(out.Applied) != 2 {
 		t.Fatalf("apply: %v", err)
 	}
-	for round := 1; round <= 2; round++ {
-		if _, err := r.wf.Rollback(context.Background(), out, "ada"); err != nil {
-			t.Fatalf("rollback %d: %v", round, err)
-		}
-		want := []string{"1 applied", "2 applied"}
-		for i := 1; i <= round; i++ {
-			want = append(want, fmt.Sprintf("%d reverted", 2*i+1), fmt.Sprintf("%d reverted", 2*i+2))
-		}
+	journal := func() []string {
 		var got []string
 		for _, e := range j.entries {
 			got = append(got, fmt.Sprintf("%d %s", e.Seq, e.Event))
 		}
-		if !eq(got, want) {
-			t.Fatalf("journal after rollback %d: %v, want %v", round, got, want)
-		}
+		return got
+	}
+	// Newest first: the second action is reverted, the first fails.
+	r.handlers.failRev[out.Applied[0].ID] = errors.New("database went away")
+	if _, err := r.wf.Rollback(context.Background(), out, "ada"); CodeOf(err) != ResultRepairFailed {
+		t.Fatalf("rollback 1: %v, want repair_failed", err)
+	}
+	if got, want := journal(), []string{"1 applied", "2 applied", "3 reverted", "4 revert_failed"}; !eq(got, want) {
+		t.Fatalf("journal after rollback 1: %v, want %v", got, want)
+	}
+	delete(r.handlers.failRev, out.Applied[0].ID)
+	ro, err := r.wf.Rollback(context.Background(), out, "ada")
+	if err != nil || len(ro.RolledBack) != 1 || ro.RolledBack[0].ID != out.Applied[0].ID {
+		t.Fatalf("rollback 2: %v %+v, want only %s reverted", err, ro, out.Applied[0].ID)
+	}
+	want := []string{"1 applied", "2 applied", "3 reverted", "4 revert_failed", "5 reverted"}
+	if got := journal(); !eq(got, want) {
+		t.Fatalf("journal after rollback 2: %v, want %v", got, want)
+	}
+	if _, err := r.wf.Rollback(context.Background(), out, "ada"); CodeOf(err) != ResultNothingSelected {
+		t.Fatalf("rollback 3: %v, want nothing_selected", err)
+	}
+	if got := journal(); !eq(got, want) {
+		t.Fatalf("journal after rollback 3: %v, want %v", got, want)
 	}
 }

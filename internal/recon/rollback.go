@@ -104,6 +104,10 @@ func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (
 		if err != nil {
 			return end(fail(ResultLeaseUnavailable, err, "scope %q: the write lease could not be taken: nothing reverted, retry", r.out.Scope))
 		}
+		if reversible, err = w.stillApplied(hctx, r.out.CorrelationID, reversible); err != nil {
+			endSession()
+			return end(err.(*Error))
+		}
 		ro.RolledBack, ro.RollbackFailed = revertNewestFirst(context.WithoutCancel(hctx), r, reversible)
 		endSession()
 		o.Journaled = r.seq
@@ -118,4 +122,33 @@ func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (
 		return ro, e
 	}
 	return ro, nil
+}
+
+// stillApplied keeps, under the run's session, the actions the journal
+// still holds as applied and not reverted (AppliedActions; without it, all
+// of them). None left: the run was rolled back meanwhile, nothing_selected
+// and nothing written. The error is an *Error.
+func (w *Workflow) stillApplied(ctx context.Context, correlationID string, actions []Action) ([]Action, error) {
+	aa, ok := w.Journal.(AppliedActions)
+	if !ok {
+		return actions, nil
+	}
+	ids, err := aa.NotReverted(ctx, correlationID)
+	if err != nil {
+		return nil, fail(ResultSnapshotUnavailable, err, "read the journal of run %s under the lease", correlationID)
+	}
+	applied := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		applied[id] = true
+	}
+	var keep []Action
+	for _, a := range actions {
+		if applied[a.ID] {
+			keep = append(keep, a)
+		}
+	}
+	if len(keep) == 0 {
+		return nil, fail(ResultNothingSelected, nil, "run %s was rolled back meanwhile: nothing of it is applied", correlationID)
+	}
+	return keep, nil
 }

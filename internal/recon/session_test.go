@@ -251,3 +251,43 @@ func TestSession_APlanAppliedMeanwhileIsRefusedUnderTheLease(t *testing.T) {
 		t.Fatalf("the plan again after its run was rolled back: %v", err)
 	}
 }
+
+// TestSession_ARunRolledBackMeanwhileIsNotRevertedAgain: two rollbacks of
+// one run (two managers executing one spec.rollback) both pass their
+// checks; before the second gets the lease, the first reverts every
+// action. Under the lease the second finds nothing of the run still
+// applied (AppliedActions) and is refused nothing_selected: no revert, no
+// journal entry, no audit record of a second revert.
+func TestSession_ARunRolledBackMeanwhileIsNotRevertedAgain(t *testing.T) {
+	r := newRig(drifted())
+	p := dryRun(t, r)
+	ctx := context.Background()
+	out, err := r.wf.Apply(ctx, p, ApplyOptions{Principal: "ada", Confirm: p.PlanID, CorrelationID: "run-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := *r.wf
+	second := *r.wf
+	outFirst := *out
+	second.Session = &beginRunning{other: func() {
+		if _, err := first.Rollback(ctx, &outFirst, "ada"); err != nil {
+			t.Fatalf("the first rollback: %v", err)
+		}
+	}}
+	calls, journaled, audited := len(r.handlers.calls), len(r.journal.entries), len(r.audit.records)
+	outSecond := *out
+	ro, err := second.Rollback(ctx, &outSecond, "ada")
+	if CodeOf(err) != ResultNothingSelected || ro.Code != ResultNothingSelected || len(ro.RolledBack) != 0 {
+		t.Fatalf("the second rollback: %v (%+v), want nothing_selected with nothing rolled back", err, ro)
+	}
+	n := len(out.Applied)
+	if got := len(r.handlers.calls) - calls; got != n {
+		t.Fatalf("%d handler calls (%v), want the first rollback's %d reverts only", got, r.handlers.calls[calls:], n)
+	}
+	if got := len(r.journal.entries) - journaled; got != n {
+		t.Fatalf("%d journal entries, want the first rollback's %d", got, n)
+	}
+	if got := len(r.audit.records) - audited; got != n {
+		t.Fatalf("%d audit records, want the first rollback's %d", got, n)
+	}
+}

@@ -248,10 +248,11 @@ func (w *world) runStates(t *testing.T) string {
 	return s
 }
 
-// TestJournal_AppliedBy (recon.AppliedPlans) on PostgreSQL, as the
-// reconciliation role: a plan counts as applied by a run while one of its
-// applied actions is not reverted by that run; other plans, other scopes
-// and fully reverted runs do not count.
+// TestJournal_AppliedBy (recon.AppliedPlans, recon.AppliedActions) on
+// PostgreSQL, as the reconciliation role: a plan counts as applied by a run
+// while one of its applied actions is not reverted by that run; other
+// plans, other scopes and fully reverted runs do not count; a failed revert
+// leaves its action applied.
 func TestJournal_AppliedBy(t *testing.T) {
 	t.Parallel()
 	db := recoverydb.New(t)
@@ -284,7 +285,21 @@ func TestJournal_AppliedBy(t *testing.T) {
 	want("s", "p", "run-a") // a failed revert leaves it applied
 	step("run-a", "p", "s", 5, recon.JournalReverted, "x")
 	want("s", "p", "")
+	notReverted := func(corr string, ids ...string) {
+		t.Helper()
+		got, err := j.NotReverted(ctxb, corr)
+		if err != nil || strings.Join(got, ",") != strings.Join(ids, ",") {
+			t.Fatalf("NotReverted(%s) = %v, %v; want %v", corr, got, err, ids)
+		}
+	}
+	notReverted("run-a")
 	step("run-b", "p", "s", 1, recon.JournalApplied, "x")
+	step("run-b", "p", "s", 2, recon.JournalApplied, "y")
+	step("run-b", "p", "s", 3, recon.JournalApplied, "z")
+	step("run-b", "p", "s", 4, recon.JournalReverted, "z")
+	step("run-b", "p", "s", 5, recon.JournalRevertFailed, "y")
+	notReverted("run-b", "x", "y")
+	notReverted("no-such-run")
 	want("s", "p", "run-b")
 	want("s2", "p", "other-scope")
 }
