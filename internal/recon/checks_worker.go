@@ -183,7 +183,8 @@ func checkCursor(d *detector) {
 // Lease owners of reconciliation's own sessions (internal/reconstore): an
 // apply or a rollback holds the scope's lease as RepairLeaseOwnerPrefix +
 // its correlation id, a dry run's rehearsal as RehearsalLeaseOwnerPrefix +
-// its run id. A manager's identity never starts with either.
+// its run id, each followed by "#" and a nonce of the session. A manager's
+// identity never starts with either.
 const (
 	RepairLeaseOwnerPrefix    = "reconciliation/"
 	RehearsalLeaseOwnerPrefix = "reconciliation-dry-run/"

@@ -18,6 +18,8 @@ package reconstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -460,13 +462,32 @@ type heldLease struct {
 	at    time.Time // when the statement that set lease's expiry was sent
 }
 
-// Begin takes the scope's lease as prefix+correlationID. Another owner's
+// sessionOwner is the lease owner of one session: prefix, the run's
+// correlation id (what an operator reading projection_catchup_lease needs),
+// and a nonce of this session. AcquireLease lets the same owner re-take an
+// unexpired lease without a new fence (a manager re-acquiring its own
+// lease), so an owner must never be shared by two sessions: without the
+// nonce, two rollbacks of one run (two managers executing one
+// spec.rollback; a rollback's correlation id is its apply's) both held the
+// lease at once, reverted concurrently and recorded every revert twice.
+func sessionOwner(prefix, correlationID string) (string, error) {
+	var nonce [6]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return "", fmt.Errorf("reconstore: a lease owner nonce: %w", err)
+	}
+	return prefix + correlationID + "#" + hex.EncodeToString(nonce[:]), nil
+}
+
+// Begin takes the scope's lease as sessionOwner. Another owner's
 // unexpired lease (the recovery worker mid-cycle) refuses with LEASE_HELD:
 // nothing is written and the apply answers lease_unavailable. The end
 // function releases it (expires it now; the row and its fence stay, so the
 // worker's next AcquireLease increments the fence).
 func (s *leaseSession) Begin(ctx context.Context, scope, correlationID string) (context.Context, func(), error) {
-	owner := s.prefix + correlationID
+	owner, err := sessionOwner(s.prefix, correlationID)
+	if err != nil {
+		return nil, nil, err
+	}
 	sent := s.clock()
 	l, err := s.st.AcquireLease(ctx, scope, owner, s.ttl)
 	if err != nil {

@@ -85,7 +85,8 @@ func (s *scene) leaseRow() leaseRow {
 }
 
 // TestWorkflow_LeaseRenewedAfterHalfItsDuration: the session takes the
-// scope's lease as reconciliation/<correlation id>; a handler asking before
+// scope's lease as reconciliation/<correlation id>#<nonce> (a second
+// session of the same run is refused LEASE_HELD); a handler asking before
 // half its duration gets it as is (no statement), at half it is renewed
 // (same fence, later expiry); another scope's handler gets nothing; the end
 // releases it and the worker's next acquisition increments the fence.
@@ -101,8 +102,14 @@ func TestWorkflow_LeaseRenewedAfterHalfItsDuration(t *testing.T) {
 		t.Fatal(err)
 	}
 	taken := s.leaseRow()
-	if taken.owner != RepairOwnerPrefix+"corr-1" || taken.expiredByDatabase {
+	if !strings.HasPrefix(taken.owner, RepairOwnerPrefix+"corr-1#") || taken.expiredByDatabase {
 		t.Fatalf("lease after Begin: %+v", taken)
+	}
+	// A second session of the same run (another manager rolling the same
+	// apply back: a rollback's correlation id is its apply's) is another
+	// owner: it waits for this one, never shares its lease.
+	if _, _, err := s.wf.leases.Begin(ctxb, s.scope, "corr-1"); codes.Of(err) != codes.LeaseHeld {
+		t.Fatalf("a second session of corr-1 while the first holds the lease: %v, want %s", err, codes.LeaseHeld)
 	}
 	// While the repair holds it, the recovery worker cannot take it (its
 	// cycle observes instead): a page and a repair never interleave.
@@ -200,7 +207,7 @@ func TestWorkflow_RehearsalPredictsAFailureTheApplyMeets(t *testing.T) {
 	if strings.Join(outcomes, ",") != "applied,failed,reverted" {
 		t.Fatalf("audit: %v", outcomes)
 	}
-	if l := s.leaseRow(); !l.expiredByDatabase || l.owner != RepairOwnerPrefix+o.CorrelationID {
+	if l := s.leaseRow(); !l.expiredByDatabase || !strings.HasPrefix(l.owner, RepairOwnerPrefix+o.CorrelationID+"#") {
 		t.Fatalf("the repair's lease after the failed apply: %+v", l)
 	}
 }
