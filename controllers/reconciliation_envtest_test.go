@@ -146,19 +146,7 @@ SELECT scope, 'orphan-1', 1000000, $2, instrument, price, quantity, buy_order_id
 func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
 	withoutApprovalPolicy(t)
 	ns := newNamespace(t)
-	grantApprove(t, ns, "alice")
-	f, rec := orphanBlockedScope(t, ns, "recon-orphan", "orphan")
-
-	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
-	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-orphan"},
-		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: rec.Name},
-			RepairDSNSecretRef: &recoveryv1.SecretKeySelector{Name: "repair-db", Key: "dsn"}}}
-	if err := k8sClient.Create(bg, pr); err != nil {
-		t.Fatal(err)
-	}
-	o := waitRecon(t, ns, pr.Name, "a report with a plan", func(o *recoveryv1.ProjectionReconciliation) bool {
-		return o.Status.RunState == recoveryv1.RunReported && o.Status.Plan != nil && o.Status.Report != nil
-	})
+	f, pr, o := reportedOrphanPlan(t, ns, "recon-orphan", "orphan")
 	rep, plan := o.Status.Report, o.Status.Plan
 	if rep.Findings == 0 || len(rep.Top) == 0 || plan.Actions != 1 || plan.Expires == nil || len(plan.ActionIDs) != 1 {
 		t.Fatalf("report %+v plan %+v: want a finding and one action", rep, plan)
@@ -215,7 +203,7 @@ func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
 	if tradeCount(t, f, "orphan-1") != 0 {
 		t.Fatal("the approved quarantine left the orphan trade in trades")
 	}
-	got, _ := waitState(t, ns, rec.Name, 60*time.Second, "CURRENT after the repair", func(o *recoveryv1.ProjectionRecovery) bool {
+	got, _ := waitState(t, ns, pr.Spec.RecoveryRef.Name, 60*time.Second, "CURRENT after the repair", func(o *recoveryv1.ProjectionRecovery) bool {
 		return isCurrentAt(f.boundary())(o) && o.Status.LastReconciliation != ""
 	})
 	if want := pr.Name + "/" + oc.CorrelationID; got.Status.LastReconciliation != want {

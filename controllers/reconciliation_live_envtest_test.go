@@ -30,6 +30,28 @@ import (
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 )
 
+// reportedOrphanPlan is the orphan-trade scene (orphanBlockedScope) with a
+// ProjectionReconciliation "fix-<name>" that may repair (a repair DSN) and
+// alice allowed to approve, once its plan for the current generation is in
+// status.
+func reportedOrphanPlan(t *testing.T, ns, scope, name string) (*fixture, *recoveryv1.ProjectionReconciliation, *recoveryv1.ProjectionReconciliation) {
+	t.Helper()
+	grantApprove(t, ns, "alice")
+	f, rec := orphanBlockedScope(t, ns, scope, name)
+	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
+	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-" + name},
+		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: rec.Name},
+			RepairDSNSecretRef: &recoveryv1.SecretKeySelector{Name: "repair-db", Key: "dsn"}}}
+	if err := k8sClient.Create(bg, pr); err != nil {
+		t.Fatal(err)
+	}
+	o := waitRecon(t, ns, pr.Name, "a report with a plan", func(o *recoveryv1.ProjectionReconciliation) bool {
+		return o.Status.RunState == recoveryv1.RunReported && o.Status.Plan != nil && o.Status.Plan.Actions > 0 &&
+			o.Status.Report != nil && o.Status.ObservedGeneration == o.Generation
+	})
+	return f, pr, o
+}
+
 // laggingCache is a client whose reads of one ProjectionReconciliation
 // answer an older copy, as an informer cache does until the watch event of
 // a change arrives; every other call goes to the real API server.
@@ -56,19 +78,7 @@ func (c laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client.
 // the live confirmation both reconciles quarantine the trade.
 func TestReconcile_WithdrawnApprovalIsNeverExecutedFromTheCache(t *testing.T) {
 	ns := newNamespace(t)
-	grantApprove(t, ns, "alice")
-	f, rec := orphanBlockedScope(t, ns, "recon-withdrawn", "withdrawn")
-	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
-	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-withdrawn"},
-		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: rec.Name},
-			RepairDSNSecretRef: &recoveryv1.SecretKeySelector{Name: "repair-db", Key: "dsn"}}}
-	if err := k8sClient.Create(bg, pr); err != nil {
-		t.Fatal(err)
-	}
-	o := waitRecon(t, ns, pr.Name, "a report with a plan", func(o *recoveryv1.ProjectionReconciliation) bool {
-		return o.Status.RunState == recoveryv1.RunReported && o.Status.Plan != nil && o.Status.Plan.Actions > 0 &&
-			o.Status.ObservedGeneration == o.Generation
-	})
+	f, pr, o := reportedOrphanPlan(t, ns, "recon-withdrawn", "withdrawn")
 
 	// What the cache holds: the approval of the plan status shows, a
 	// generation the status has not observed yet (decideReconciliation:
@@ -133,19 +143,7 @@ func TestReconcile_WithdrawnApprovalIsNeverExecutedFromTheCache(t *testing.T) {
 func TestReconcile_TwoManagersExecuteOneApprovalOnce(t *testing.T) {
 	withoutApprovalPolicy(t)
 	ns := newNamespace(t)
-	grantApprove(t, ns, "alice")
-	f, rec := orphanBlockedScope(t, ns, "recon-twice", "twice")
-	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
-	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-twice"},
-		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: rec.Name},
-			RepairDSNSecretRef: &recoveryv1.SecretKeySelector{Name: "repair-db", Key: "dsn"}}}
-	if err := k8sClient.Create(bg, pr); err != nil {
-		t.Fatal(err)
-	}
-	o := waitRecon(t, ns, pr.Name, "a report with a plan", func(o *recoveryv1.ProjectionReconciliation) bool {
-		return o.Status.RunState == recoveryv1.RunReported && o.Status.Plan != nil && o.Status.Plan.Actions > 0 &&
-			o.Status.ObservedGeneration == o.Generation
-	})
+	f, pr, o := reportedOrphanPlan(t, ns, "recon-twice", "twice")
 	second := &ProjectionReconciliationReconciler{Client: k8sClient, APIReader: k8sClient,
 		Clock: reconClock, Connections: &Connections{}, Metrics: NewReconciliationMetrics(prometheus.NewRegistry())}
 	t.Cleanup(second.Connections.Close)
