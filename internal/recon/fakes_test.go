@@ -150,43 +150,27 @@ func (j *fakeJournal) Append(ctx context.Context, e JournalEntry) error {
 
 // AppliedBy: the first run of planID with an applied action its run has
 // not reverted (AppliedPlans).
-func (j *fakeJournal) AppliedBy(_ context.Context, scope, planID string) (string, error) {
-	reverted := map[string]bool{}
+func (j *fakeJournal) AppliedBy(ctx context.Context, scope, planID string) (string, error) {
 	for _, e := range j.entries {
-		if e.Event == JournalReverted {
-			reverted[e.CorrelationID+"/"+e.Action.ID] = true
+		if e.Scope != scope || e.PlanID != planID {
+			continue
 		}
-	}
-	for _, e := range j.entries {
-		if e.Scope == scope && e.PlanID == planID && e.Event == JournalApplied && !reverted[e.CorrelationID+"/"+e.Action.ID] {
+		if run, _ := j.Entries(ctx, e.CorrelationID); len(StillApplied(run)) > 0 {
 			return e.CorrelationID, nil
 		}
 	}
 	return "", nil
 }
 
-// NotReverted: the run's applied actions it has not reverted (AppliedActions).
-func (j *fakeJournal) NotReverted(_ context.Context, correlationID string) ([]string, error) {
-	state := map[string]string{}
-	var order []string
+// Entries: one run's entries in order (JournalReader).
+func (j *fakeJournal) Entries(_ context.Context, correlationID string) ([]JournalEntry, error) {
+	var run []JournalEntry
 	for _, e := range j.entries {
-		if e.CorrelationID != correlationID {
-			continue
-		}
-		if _, seen := state[e.Action.ID]; !seen {
-			order = append(order, e.Action.ID)
-		}
-		if e.Event == JournalApplied || e.Event == JournalReverted {
-			state[e.Action.ID] = e.Event
+		if e.CorrelationID == correlationID {
+			run = append(run, e)
 		}
 	}
-	var ids []string
-	for _, id := range order {
-		if state[id] == JournalApplied {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
+	return run, nil
 }
 
 type fakeAuditor struct{ records []AuditRecord }

@@ -206,15 +206,34 @@ type AppliedPlans interface {
 	AppliedBy(ctx context.Context, scope, planID string) (correlationID string, err error)
 }
 
-// AppliedActions is the rollback's counterpart of AppliedPlans: the ids of
-// the actions of run correlationID applied and not reverted since. Rollback
-// asks it under the run's session and reverts only those. Without it, two
-// rollbacks of one run at once (two managers executing one spec.rollback)
-// both take the run's actions from their own reads, and the second, once it
-// has the lease, reverts again what the first reverted: nothing changes in
-// the rows, but the audit trail records every action reverted twice.
-type AppliedActions interface {
-	NotReverted(ctx context.Context, correlationID string) (actionIDs []string, err error)
+// JournalReader is an optional extension of a Journal: a run's entries in
+// order. Rollback reads them under the run's session and reverts only the
+// actions StillApplied finds. Without it, two rollbacks of one run at once
+// (two managers executing one spec.rollback) both take the run's actions
+// from their own reads, and the second, once it has the lease, reverts
+// again what the first reverted: nothing changes in the rows, but the audit
+// trail records every action reverted twice.
+type JournalReader interface {
+	Entries(ctx context.Context, correlationID string) ([]JournalEntry, error)
+}
+
+// StillApplied folds one run's journal entries into its actions applied and
+// not reverted since, in the order they were applied (a revert_failed entry
+// leaves its action applied).
+func StillApplied(entries []JournalEntry) []Action {
+	reverted := map[string]bool{}
+	for _, e := range entries {
+		if e.Event == JournalReverted {
+			reverted[e.Action.ID] = true
+		}
+	}
+	var applied []Action
+	for _, e := range entries {
+		if e.Event == JournalApplied && !reverted[e.Action.ID] {
+			applied = append(applied, e.Action)
+		}
+	}
+	return applied
 }
 
 // AuditAction is the audit action of every repair record.

@@ -45,7 +45,7 @@ func (j *strictJournal) Append(ctx context.Context, e JournalEntry) error {
 // done but never journaled: the journal then claimed the actions were
 // still applied). A second rollback, of what the first could not revert,
 // continues the sequence too; a third finds nothing applied and is refused
-// nothing_selected, journaling nothing (AppliedActions).
+// nothing_selected, journaling nothing (JournalReader).
 func TestRollback_JournalContinuesTheApplysSequence(t *testing.T) {
 	r := newRig(drifted())
 	j := &strictJournal{seen: map[string]bool{}}

@@ -104,11 +104,12 @@ func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (
 		if err != nil {
 			return end(fail(ResultLeaseUnavailable, err, "scope %q: the write lease could not be taken: nothing reverted, retry", r.out.Scope))
 		}
-		if reversible, err = w.stillApplied(hctx, r.out.CorrelationID, reversible); err != nil {
+		still, e := w.stillApplied(hctx, r.out.CorrelationID, reversible)
+		if e != nil {
 			endSession()
-			return end(err.(*Error))
+			return end(e)
 		}
-		ro.RolledBack, ro.RollbackFailed = revertNewestFirst(context.WithoutCancel(hctx), r, reversible)
+		ro.RolledBack, ro.RollbackFailed = revertNewestFirst(context.WithoutCancel(hctx), r, still)
 		endSession()
 		o.Journaled = r.seq
 	}
@@ -125,21 +126,21 @@ func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (
 }
 
 // stillApplied keeps, under the run's session, the actions the journal
-// still holds as applied and not reverted (AppliedActions; without it, all
-// of them). None left: the run was rolled back meanwhile, nothing_selected
-// and nothing written. The error is an *Error.
-func (w *Workflow) stillApplied(ctx context.Context, correlationID string, actions []Action) ([]Action, error) {
-	aa, ok := w.Journal.(AppliedActions)
+// still holds as applied and not reverted (JournalReader, StillApplied;
+// without it, all of them). None left: the run was rolled back meanwhile,
+// nothing_selected and nothing written.
+func (w *Workflow) stillApplied(ctx context.Context, correlationID string, actions []Action) ([]Action, *Error) {
+	jr, ok := w.Journal.(JournalReader)
 	if !ok {
 		return actions, nil
 	}
-	ids, err := aa.NotReverted(ctx, correlationID)
+	entries, err := jr.Entries(ctx, correlationID)
 	if err != nil {
 		return nil, fail(ResultSnapshotUnavailable, err, "read the journal of run %s under the lease", correlationID)
 	}
-	applied := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		applied[id] = true
+	applied := map[string]bool{}
+	for _, a := range StillApplied(entries) {
+		applied[a.ID] = true
 	}
 	var keep []Action
 	for _, a := range actions {

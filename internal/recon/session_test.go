@@ -256,7 +256,7 @@ func TestSession_APlanAppliedMeanwhileIsRefusedUnderTheLease(t *testing.T) {
 // one run (two managers executing one spec.rollback) both pass their
 // checks; before the second gets the lease, the first reverts every
 // action. Under the lease the second finds nothing of the run still
-// applied (AppliedActions) and is refused nothing_selected: no revert, no
+// applied (JournalReader, StillApplied) and is refused nothing_selected: no revert, no
 // journal entry, no audit record of a second revert.
 func TestSession_ARunRolledBackMeanwhileIsNotRevertedAgain(t *testing.T) {
 	r := newRig(drifted())

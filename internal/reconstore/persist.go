@@ -178,30 +178,7 @@ func (j *Journal) AppliedBy(ctx context.Context, scope, planID string) (string, 
 	return id, nil
 }
 
-var _ recon.AppliedActions = (*Journal)(nil)
-
-// notRevertedSQL lists a run's applied actions it has not reverted, in the
-// order they were applied (a revert_failed entry leaves its action applied).
-const notRevertedSQL = `SELECT j.action_id FROM projection_reconciliation_journal j
- WHERE j.correlation_id = $1 AND j.state = 'applied'
-   AND NOT EXISTS (SELECT 1 FROM projection_reconciliation_journal r
-                    WHERE r.correlation_id = j.correlation_id AND r.action_id = j.action_id AND r.state = 'reverted')
- ORDER BY j.position`
-
-// NotReverted implements recon.AppliedActions, on committed rows (the
-// caller holds the scope's lease; every entry is committed before the next
-// action or revert runs).
-func (j *Journal) NotReverted(ctx context.Context, correlationID string) ([]string, error) {
-	rows, err := j.Pool.Query(ctx, notRevertedSQL, correlationID)
-	if err != nil {
-		return nil, fmt.Errorf("reconstore: read the applied actions of run %s: %w", correlationID, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("reconstore: read the applied actions of run %s: %w", correlationID, err)
-	}
-	return ids, nil
-}
+var _ recon.JournalReader = (*Journal)(nil)
 
 // Entries reads a run's journal in order.
 func (j *Journal) Entries(ctx context.Context, correlationID string) ([]recon.JournalEntry, error) {

@@ -422,18 +422,9 @@ func (w *Workflow) OutcomeOf(ctx context.Context, correlationID string) (*recon.
 	if len(entries) == 0 {
 		return nil, fmt.Errorf("reconstore: no journal entry for correlation id %q", correlationID)
 	}
-	o := &recon.Outcome{CorrelationID: correlationID, PlanID: entries[0].PlanID, Scope: entries[0].Scope}
-	reverted := map[string]bool{}
+	o := &recon.Outcome{CorrelationID: correlationID, PlanID: entries[0].PlanID, Scope: entries[0].Scope, Applied: recon.StillApplied(entries)}
 	for _, e := range entries {
-		if e.Event == recon.JournalReverted {
-			reverted[e.Action.ID] = true
-		}
 		o.Journaled = max(o.Journaled, e.Seq)
-	}
-	for _, e := range entries {
-		if e.Event == recon.JournalApplied && !reverted[e.Action.ID] {
-			o.Applied = append(o.Applied, e.Action)
-		}
 	}
 	return o, nil
 }
