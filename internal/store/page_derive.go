@@ -100,24 +100,10 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 	if err != nil {
 		return dbErr("store: read retained trades", err)
 	}
-	retained := map[key][]position.Fill{}
-	for rows.Next() {
-		var k key
-		var f position.Fill
-		if err := rows.Scan(&k.account, &k.instrument, &f.Seq, &f.TradeSeq, &f.Leg, numScan{&f.Quantity}, numScan{&f.Price}); err != nil {
-			rows.Close()
-			return dbErr("store: scan retained trade", err)
-		}
-		retained[k] = append(retained[k], f)
-		if f.Seq > w.p.through {
-			w.newer++
-		}
+	retained, err := w.scanLegs(rows)
+	if err != nil {
+		return err
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return dbErr("store: read retained trades", err)
-	}
-
 	for i := range w.rows {
 		r := &w.rows[i]
 		open := w.p.openings[r.k]
@@ -129,39 +115,44 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 			return err
 		}
 		// Balance rule (see above), on the pre-page state.
-		expect := start.Quantity
+		expect := position.NumOf(start.Quantity)
 		for _, f := range retained[r.k] {
-			expect = expect.Add(f.Quantity)
+			expect = position.AddNum(expect, f.Quantity)
 		}
-		if (!r.exists && len(retained[r.k]) > 0) || (r.exists && !r.pre.Quantity.Equal(expect)) {
-			return refuse(codes.UnexplainedBalance, "key %s holds %s but its opening and retained trades explain %s", r.describe(), r.pre.Quantity, expect)
+		if (!r.exists && len(retained[r.k]) > 0) || (r.exists && !r.pre.Quantity.Equal(expect.Decimal())) {
+			return refuse(codes.UnexplainedBalance, "key %s holds %s but its opening and retained trades explain %s", r.describe(), r.pre.Quantity, expect.Decimal())
 		}
 
 		// R1: all retained trades plus the ones the page inserts, in
 		// authoritative order from the proven start.
-		fills := make([]position.Fill, 0, len(retained[r.k])+len(w.p.fills[r.k])) // one allocation per key
+		fills := make([]position.NumFill, 0, len(retained[r.k])+len(w.p.fills[r.k])) // one allocation per key
 		fills = append(fills, retained[r.k]...)
 		for _, f := range w.p.fills[r.k] {
 			if !w.existing[f.t.TradeID] {
-				fills = append(fills, f.fill())
+				fills = append(fills, f.fill().Num())
 			}
 		}
-		position.Sort(fills)
+		position.SortNum(fills)
 		if open != nil {
 			start = position.State{Quantity: open.Quantity, AvgCost: open.AvgCost}
 			r.openQty, r.openAvg, r.openProven, r.openSeq = open.Quantity, open.AvgCost, true, &open.Seq
 		} else if !r.exists {
 			r.openQty, r.openAvg, r.openProven = decimal.Zero, decimal.Zero, true
 		}
-		s := start
-		r.newBasis = start
+		// The fold in Nums: Apply's exact coefficients and exponents without a
+		// big.Int per step (position.ApplyNum); the hot loop of a
+		// re-verification, which folds every retained trade newer than the
+		// page for every key the page touches.
+		s := position.NumStateOf(start)
+		basis := s
 		for _, f := range fills {
-			s = position.Apply(s, f.Quantity, f.Price)
+			s = position.ApplyNum(s, f.Quantity, f.Price)
 			if f.Seq <= w.p.through {
-				r.newBasis = s
+				basis = s
 			}
 		}
-		r.final = s
+		r.newBasis = basis.State()
+		r.final = s.State()
 		r.changed = !r.exists || !r.final.Equal(r.pre)
 		if r.changed {
 			w.changed++
@@ -195,7 +186,7 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 //     the key). Without this, a row claiming a proven opening of 7 would be
 //     certified CURRENT at 7 plus its trades where the source derives 0 plus
 //     its trades.
-func (w *pageTx) proveStart(r *posRow, open *wire.Opening, retained []position.Fill) (position.State, error) {
+func (w *pageTx) proveStart(r *posRow, open *wire.Opening, retained []position.NumFill) (position.State, error) {
 	if r.basisSeq != nil {
 		if open != nil {
 			return position.State{}, refuse(codes.OpeningConflict, "opening of %s at seq %d arrives after verified trades (basis seq %d)", r.describe(), open.Seq, *r.basisSeq)

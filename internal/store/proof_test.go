@@ -231,7 +231,7 @@ func TestOpeningProof_ProveStartTable(t *testing.T) {
 		name      string
 		r         posRow
 		open      *wire.Opening
-		retained  []position.Fill
+		retained  []position.NumFill
 		pageFills []fillRow
 		want      codes.Code
 		start     string // quantity@avg
@@ -251,11 +251,11 @@ func TestOpeningProof_ProveStartTable(t *testing.T) {
 		{name: "opening event, equal stored without seq", r: row("7", "1", nil), open: open(4, "7", "1"), start: "7@1"},
 		{name: "opening event, other stored without seq", r: row("6", "1", nil), open: open(4, "7", "1"), want: codes.OpeningConflict},
 		{name: "opening after a retained trade", r: row("0", "0", nil), open: open(4, "7", "1"),
-			retained: []position.Fill{{Seq: 2, Quantity: Dec("1"), Price: Dec("1")}}, want: codes.OpeningConflict},
+			retained: []position.NumFill{{Seq: 2, Quantity: position.NumOf(Dec("1")), Price: position.NumOf(Dec("1"))}}, want: codes.OpeningConflict},
 		{name: "opening after a page trade", r: row("0", "0", nil), open: open(4, "7", "1"),
 			pageFills: []fillRow{{t: &wire.Trade{TradeID: "t", Seq: 4, Quantity: Dec("1"), Price: Dec("1")}}}, want: codes.OpeningConflict},
 		{name: "opening before trades", r: row("0", "0", nil), open: open(4, "7", "1"),
-			retained:  []position.Fill{{Seq: 12, Quantity: Dec("1"), Price: Dec("1")}},
+			retained:  []position.NumFill{{Seq: 12, Quantity: position.NumOf(Dec("1")), Price: position.NumOf(Dec("1"))}},
 			pageFills: []fillRow{{t: &wire.Trade{TradeID: "t", Seq: 5, Quantity: Dec("1"), Price: Dec("1")}}}, start: "0@0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
