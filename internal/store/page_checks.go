@@ -310,29 +310,45 @@ SELECT p.trade_id, p.seq, t.seq, t.booking_status,
 // read with two indexed queries (by the page's order ids, and by the window)
 // and compared here; w.missingOrders collects the versions to insert.
 func (w *pageTx) checkOrders(ctx context.Context) error {
+	// Each page order id once, with the lowest and highest of its versions
+	// in the page: every page version is in that range (versions follow
+	// their seqs, so it usually holds nothing else; another version in it
+	// is handled as any version outside the page: skipped unless the window
+	// holds it).
 	ids := make([]string, 0, len(w.p.orders))
-	seen := make(map[string]bool, len(w.p.orders))
+	lo := make([]int64, 0, len(w.p.orders))
+	hi := make([]int64, 0, len(w.p.orders))
+	at := make(map[string]int, len(w.p.orders))
 	for _, o := range w.p.orders {
-		if !seen[o.OrderID] {
-			seen[o.OrderID] = true
-			ids = append(ids, o.OrderID)
+		i, ok := at[o.OrderID]
+		if !ok {
+			at[o.OrderID] = len(ids)
+			ids, lo, hi = append(ids, o.OrderID), append(lo, o.Version), append(hi, o.Version)
+			continue
 		}
+		lo[i], hi[i] = min(lo[i], o.Version), max(hi[i], o.Version)
 	}
 	// Indexed probes only (a row may come twice; processing is idempotent):
-	// per page order id through the primary key (LATERAL ... OFFSET 0, so
-	// stale statistics cannot turn it into a scan of the scope), and the
-	// window through the (scope, seq) indexes.
+	// the page's order versions (each order's range of them) and current
+	// order rows through their primary keys (LATERAL ... OFFSET 0, so stale statistics cannot turn
+	// them into a scan of the scope), and the window through the (scope,
+	// seq) indexes. Only the page's own versions are probed, not every
+	// version of a page order: another version is checked against its
+	// source by the page whose window holds it (and is returned by the
+	// window query when that is this page), a version without a seq is
+	// refused scope-wide by checkLegacy, so reading them here decided
+	// nothing and cost a probe of each page order's whole history.
 	const cols = `order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts`
 	rows, err := w.tx.Query(ctx, `
-SELECT 'order_events', e.* FROM unnest($2::text[]) AS i(id)
-  CROSS JOIN LATERAL (SELECT `+cols+` FROM order_events WHERE scope = $1 AND order_id = i.id OFFSET 0) e
+SELECT 'order_events', e.* FROM unnest($2::text[], $5::bigint[], $6::bigint[]) AS i(id, lo, hi)
+  CROSS JOIN LATERAL (SELECT `+cols+` FROM order_events WHERE scope = $1 AND order_id = i.id AND version BETWEEN i.lo AND i.hi OFFSET 0) e
 UNION ALL
 SELECT 'order_events', `+cols+` FROM order_events WHERE scope = $1 AND seq > $3 AND seq <= $4
 UNION ALL
 SELECT 'orders', o.* FROM unnest($2::text[]) AS i(id)
   CROSS JOIN LATERAL (SELECT `+cols+` FROM orders WHERE scope = $1 AND order_id = i.id OFFSET 0) o
 UNION ALL
-SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $4`, w.scope, ids, w.p.after, w.p.through)
+SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $4`, w.scope, ids, w.p.after, w.p.through, lo, hi)
 	if err != nil {
 		return dbErr("store: retained orders", err)
 	}
