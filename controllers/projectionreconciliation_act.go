@@ -158,8 +158,10 @@ func (r *ProjectionReconciliationReconciler) apply(ctx context.Context, s *recon
 // (cross-checked against the journal), under the scope's lease.
 func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *reconScope) error {
 	rb := s.obj.Spec.Rollback
-	prev := s.obj.Status.Outcome
-	out := &recoveryv1.OutcomeSummary{Operation: opRollback, CorrelationID: rb.CorrelationID, PlanID: prev.PlanID, Approver: rb.Approver, At: nowTime(s.now)}
+	out := &recoveryv1.OutcomeSummary{Operation: opRollback, CorrelationID: rb.CorrelationID, Approver: rb.Approver, At: nowTime(s.now)}
+	if prev := s.obj.Status.Outcome; prev != nil && prev.CorrelationID == rb.CorrelationID {
+		out.PlanID = prev.PlanID
+	}
 	s.obj.Status.Outcome = out
 	if s.repairDSN == "" {
 		out.Result, out.Message = resultRefused, "spec.repairDsnSecretRef is required to roll back"
@@ -170,12 +172,17 @@ func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *re
 		out.Result, out.Message = string(recon.ResultSnapshotUnavailable), truncate(redact(err.Error(), s.secrets))
 		return nil
 	}
-	ro, err := wf.RollbackRun(ctx, rb.CorrelationID, rb.Approver)
+	// Bound to this resource's scope: spec.rollback may name a run status
+	// never showed (a manager killed mid-apply), so the id is a user's.
+	ro, err := wf.RollbackRun(ctx, s.recovery.Spec.Scope, rb.CorrelationID, rb.Approver)
 	out.Result = resultOK
 	if err != nil {
 		out.Result, out.Message = string(recon.CodeOf(err)), truncate(err.Error())
 	}
 	if ro != nil {
+		if out.PlanID == "" {
+			out.PlanID = ro.PlanID
+		}
 		out.RolledBack, out.RollbackFailed = int32(len(ro.RolledBack)), int32(len(ro.RollbackFailed))
 		if ro.Code != "" {
 			out.Result, out.Message = string(ro.Code), truncate(ro.Detail)

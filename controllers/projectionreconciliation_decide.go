@@ -64,17 +64,31 @@ type reconDecision struct {
 //   - an approval is executed once: status.outcome.planId records the
 //     planId it echoed, so a resync, a restart or a conflict retry never
 //     applies it again (a second apply of a stale plan could undo a fix);
-//   - a rollback runs once, for the successful apply status names;
+//   - a rollback runs once: for the successful apply status names, or, when
+//     a human sets spec.rollback (a new generation) to a run status does
+//     not name (a manager killed mid-apply journaled it and never reached
+//     status), once for that run; the workflow reverts only what that run
+//     of this scope still has applied, under the lease;
 //   - a refused apply or rollback is tried again only when a human edits
-//     the spec (a new generation), or by itself after a transient refusal.
+//     the spec (a new generation), or by itself after a transient refusal
+//     (lease_unavailable, snapshot_unavailable: nothing was written).
 //
 // A successful apply or rollback is followed, in the same reconcile, by a
 // dry run that refreshes the report and plan (reconcileAct), so status never
 // shows the pre-repair plan as current.
 func decideReconciliation(spec *recoveryv1.ProjectionReconciliationSpec, st *recoveryv1.ProjectionReconciliationStatus, generation int64, now time.Time) reconDecision {
 	changed := generation != st.ObservedGeneration
-	if rb := spec.Rollback; rb != nil && rollbackPending(rb, st.Outcome, changed) {
-		return reconDecision{action: reconRollback, why: "spec.rollback names a successful apply not rolled back"}
+	if rb := spec.Rollback; rb != nil {
+		switch o := st.Outcome; {
+		case rollbackPending(rb, o, changed):
+			return reconDecision{action: reconRollback, why: "spec.rollback names a run not rolled back"}
+		case o != nil && o.Operation == opRollback && o.CorrelationID == rb.CorrelationID && transientResult(o.Result) && !before(now, o.At, reconRetry):
+			// The lease was busy (the recovery worker catching up after
+			// the apply, typically): nothing was reverted; try again.
+			return reconDecision{action: reconRollback, why: "the rollback was refused for a transient reason: retrying"}
+		case o != nil && o.Operation == opRollback && o.CorrelationID == rb.CorrelationID && transientResult(o.Result):
+			return reconDecision{requeueAfter: until(now, o.At, reconRetry), why: "transient rollback refusal: waiting to retry"}
+		}
 	}
 	if ap := spec.Approval; ap != nil && st.Plan != nil {
 		switch o := st.Outcome; {
@@ -108,10 +122,17 @@ func decideReconciliation(spec *recoveryv1.ProjectionReconciliationSpec, st *rec
 
 // rollbackPending: the outcome is the successful apply the rollback names,
 // or a refused rollback of it that a spec change (a corrected approver)
-// asks to try again.
+// asks to try again; or the rollback names a run the outcome does not, and
+// the spec just changed. That last case is how a run status never showed is
+// rolled back: an apply whose manager was killed after journaling actions
+// and before writing status, which an approval can no longer re-run
+// (plan_stale names it). It is tried once per spec change, never on a
+// resync, and the workflow decides what it reverts from the run's own
+// audit trail and journal (nothing_selected when nothing of it, or nothing
+// of this scope, is still applied).
 func rollbackPending(rb *recoveryv1.ReconciliationRollback, o *recoveryv1.OutcomeSummary, changed bool) bool {
 	if o == nil || o.CorrelationID != rb.CorrelationID {
-		return false
+		return changed
 	}
 	switch o.Operation {
 	case opApply:

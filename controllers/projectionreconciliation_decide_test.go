@@ -90,15 +90,38 @@ func TestReconDecide_OneActionPerReconcile(t *testing.T) {
 			st: reported(func(s *recoveryv1.ProjectionReconciliationStatus) {
 				s.Outcome = &recoveryv1.OutcomeSummary{Operation: opRollback, PlanID: "p1", CorrelationID: "c1", Result: resultOK}
 			}), gen: 1, want: reconNothing},
-		{name: "rollback naming another correlation: no rollback, dry run on the spec change",
-			spec: recoveryv1.ProjectionReconciliationSpec{Rollback: &recoveryv1.ReconciliationRollback{CorrelationID: "other", Approver: "alice"}},
+		{name: "rollback naming a run status does not (a crashed apply), just set: rolled back once",
+			spec: recoveryv1.ProjectionReconciliationSpec{Rollback: &recoveryv1.ReconciliationRollback{CorrelationID: "crashed", Approver: "alice"}},
+			st: reported(func(s *recoveryv1.ProjectionReconciliationStatus) {
+				s.Outcome = &recoveryv1.OutcomeSummary{Operation: opApply, CorrelationID: "c1", Result: "plan_stale"}
+			}), gen: 2, want: reconRollback},
+		{name: "rollback naming a run status does not, on a resync: never re-attempted",
+			spec: recoveryv1.ProjectionReconciliationSpec{Rollback: &recoveryv1.ReconciliationRollback{CorrelationID: "crashed", Approver: "alice"}},
 			st: reported(func(s *recoveryv1.ProjectionReconciliationStatus) {
 				s.Outcome = &recoveryv1.OutcomeSummary{Operation: opApply, CorrelationID: "c1", Result: resultOK}
-			}), gen: 2, want: reconDryRun},
+			}), gen: 1, want: reconNothing},
+		{name: "rollback naming a run, no outcome yet, just set: rolled back",
+			spec: recoveryv1.ProjectionReconciliationSpec{Rollback: &recoveryv1.ReconciliationRollback{CorrelationID: "crashed", Approver: "alice"}},
+			st:   reported(nil), gen: 2, want: reconRollback},
 		{name: "rollback of a refused apply: nothing to roll back",
 			spec: recoveryv1.ProjectionReconciliationSpec{Rollback: &recoveryv1.ReconciliationRollback{CorrelationID: "c1", Approver: "alice"}},
 			st: reported(func(s *recoveryv1.ProjectionReconciliationStatus) {
 				s.Outcome = &recoveryv1.OutcomeSummary{Operation: opApply, CorrelationID: "c1", Result: "plan_stale"}
+			}), gen: 1, want: reconNothing},
+		{name: "rollback refused lease_unavailable: retried after the delay",
+			spec: recoveryv1.ProjectionReconciliationSpec{Rollback: &recoveryv1.ReconciliationRollback{CorrelationID: "c1", Approver: "alice"}},
+			st: reported(func(s *recoveryv1.ProjectionReconciliationStatus) {
+				s.Outcome = &recoveryv1.OutcomeSummary{Operation: opRollback, CorrelationID: "c1", Result: "lease_unavailable", At: at(-time.Minute)}
+			}), gen: 1, want: reconRollback},
+		{name: "rollback refused lease_unavailable just now: wait",
+			spec: recoveryv1.ProjectionReconciliationSpec{Rollback: &recoveryv1.ReconciliationRollback{CorrelationID: "c1", Approver: "alice"}},
+			st: reported(func(s *recoveryv1.ProjectionReconciliationStatus) {
+				s.Outcome = &recoveryv1.OutcomeSummary{Operation: opRollback, CorrelationID: "c1", Result: "lease_unavailable", At: at(-10 * time.Second)}
+			}), gen: 1, want: reconNothing, requeue: 21 * time.Second},
+		{name: "rollback refused for good (nothing_selected): not retried",
+			spec: recoveryv1.ProjectionReconciliationSpec{Rollback: &recoveryv1.ReconciliationRollback{CorrelationID: "c1", Approver: "alice"}},
+			st: reported(func(s *recoveryv1.ProjectionReconciliationStatus) {
+				s.Outcome = &recoveryv1.OutcomeSummary{Operation: opRollback, CorrelationID: "c1", Result: "nothing_selected", At: at(-time.Hour)}
 			}), gen: 1, want: reconNothing},
 		{name: "refused rollback retried on a spec change",
 			spec: recoveryv1.ProjectionReconciliationSpec{Rollback: &recoveryv1.ReconciliationRollback{CorrelationID: "c1", Approver: "bob"}},

@@ -199,7 +199,8 @@ func checkOnly(only []string, p *recoveryv1.PlanSummary) error {
 
 type rollbackOptions struct {
 	*options
-	yes bool
+	yes   bool
+	runID string
 }
 
 func newRollbackCommand(o *options) *cobra.Command {
@@ -214,16 +215,25 @@ server names through a SelfSubjectReview. Type the correlation id to
 confirm, or pass --yes for scripts. A pending approval is replaced. The API
 server's refusal is shown as-is.
 
+--run names another run of the resource's scope instead: one status never
+showed, such as an apply whose manager was killed after it had applied
+actions (an approval of its plan is then refused plan_stale, naming that
+run). The controller reverts, under the scope's lease, only what that run
+still has applied, as its own audit trail and journal record it; a run of
+another scope, or with nothing left applied, is refused nothing_selected.
+
 Exit codes: 0 requested, 1 error (incl. the resource changed meanwhile),
 2 usage, 3 refused (no successful apply to roll back, not confirmed, or by
 the API server).`,
 		Example: `  kubectl projection rollback venue-a
-  kubectl projection rollback venue-a --yes`,
+  kubectl projection rollback venue-a --yes
+  kubectl projection rollback venue-a --run plan-0f3c…-k2x9`,
 		Args:              exactlyOneName("ProjectionReconciliation"),
 		ValidArgsFunction: completeReconciliations(o),
 		RunE:              func(cmd *cobra.Command, args []string) error { return ro.run(cmd.Context(), args[0]) },
 	}
 	cmd.Flags().BoolVarP(&ro.yes, "yes", "y", false, "Do not ask for confirmation (scripts)")
+	cmd.Flags().StringVar(&ro.runID, "run", "", "Correlation id of a run status does not show (e.g. one a plan_stale refusal names)")
 	return cmd
 }
 
@@ -253,20 +263,26 @@ func (ro *rollbackOptions) run(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := rollbackable(r); err != nil {
-		return err
-	}
-	oc := r.Status.Outcome
 	out := ro.streams.Out
-	fmt.Fprintf(out, "ProjectionReconciliation %s/%s: last apply %s by %s, %d action%s applied, %d verified, %d still drifting\n",
-		r.Namespace, r.Name, oc.CorrelationID, orDash(oc.Approver), oc.Applied, plural(int64(oc.Applied)), oc.Verified, oc.StillDrifting)
+	corr := ro.runID
+	if oc := r.Status.Outcome; corr == "" || (oc != nil && oc.CorrelationID == corr) {
+		if err := rollbackable(r); err != nil {
+			return err
+		}
+		corr = oc.CorrelationID
+		fmt.Fprintf(out, "ProjectionReconciliation %s/%s: last apply %s by %s, %d action%s applied, %d verified, %d still drifting\n",
+			r.Namespace, r.Name, corr, orDash(oc.Approver), oc.Applied, plural(int64(oc.Applied)), oc.Verified, oc.StillDrifting)
+	} else {
+		fmt.Fprintf(out, "ProjectionReconciliation %s/%s: run %s is not in status; the controller reverts what it still has applied in this scope, as its audit trail and journal record it\n",
+			r.Namespace, r.Name, corr)
+	}
 	if !ro.yes {
-		if err := confirm(ro.streams.In, out, fmt.Sprintf("Type the correlation id to roll it back as %s: ", user), oc.CorrelationID, "requested"); err != nil {
+		if err := confirm(ro.streams.In, out, fmt.Sprintf("Type the correlation id to roll it back as %s: ", user), corr, "requested"); err != nil {
 			return err
 		}
 	}
 	changed := r.DeepCopy()
-	changed.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: oc.CorrelationID, Approver: user, ApproverGroups: groups}
+	changed.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: corr, Approver: user, ApproverGroups: groups}
 	if r.Spec.Approval != nil {
 		fmt.Fprintf(out, "Replacing the approval of plan %s.\n", r.Spec.Approval.PlanID)
 		changed.Spec.Approval = nil
@@ -274,6 +290,6 @@ func (ro *rollbackOptions) run(ctx context.Context, name string) error {
 	if err := ro.patchSpec(ctx, r, changed, "requested"); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Rollback of %s requested as %s.\n", oc.CorrelationID, user)
+	fmt.Fprintf(out, "Rollback of %s requested as %s.\n", corr, user)
 	return nil
 }

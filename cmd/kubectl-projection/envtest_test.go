@@ -372,6 +372,16 @@ func TestEnvtest_PluginApproveAndRollback(t *testing.T) {
 		t.Fatalf("spec after rollback: rollback %+v approval %+v; want rollback {corr-91, %s} and no approval", spec.Rollback, spec.Approval, user)
 	}
 
+	// rollback --run names a run status does not show (a crashed apply a
+	// plan_stale refusal named): typed to confirm, written as asked.
+	r = plugin(t, kc, ns, strings.NewReader("corr-crashed\n"), "rollback", "recon-a", "--run", "corr-crashed")
+	if r.code != ExitOK || !strings.Contains(r.out, "run corr-crashed is not in status") {
+		t.Fatalf("rollback --run exit %d, want 0 with the run named; out %q", r.code, r.out)
+	}
+	if rb := getRecon(t, ctx, ns, "recon-a").Spec.Rollback; rb == nil || rb.CorrelationID != "corr-crashed" || rb.Approver != user {
+		t.Fatalf("spec.rollback after rollback --run: %+v, want {corr-crashed, %s}", rb, user)
+	}
+
 	// An expired plan is refused client-side, nothing patched.
 	createReconciliation(t, ctx, ns, "recon-expired", driftStatus(time.Now().Add(-2*time.Minute)))
 	r = plugin(t, kc, ns, nil, "approve", "recon-expired", "--plan-id", "plan-7f3a")

@@ -93,7 +93,7 @@ const rootLong = `kubectl projection: projection recovery and reconciliation fro
   report NAME       a ProjectionReconciliation's report: clean or not, counts, top findings with their cause
   plan NAME         its repair plan: planId, fingerprint, expiry, actions, manual findings, rehearsal verdict
   approve NAME      approve the plan as the user the API server authenticates (type the planId to confirm)
-  rollback NAME     ask to roll the last successful apply back (type its correlation id to confirm)
+  rollback NAME     ask to roll the last successful apply (or --run ID) back (type its correlation id to confirm)
   recheck NAME      run a ProjectionRecovery's cycle now (--wait: until the manager handled it, then its state)
 
 Exit codes (stable, for scripts):

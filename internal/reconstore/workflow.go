@@ -305,9 +305,18 @@ var ErrRecordsDisagree = errors.New("reconstore: the audit trail and the journal
 // reverted and the error wraps ErrRecordsDisagree (internal). A
 // correlation id with no audit record is nothing_selected. Irreversible
 // actions come back in Manual with their rollback text.
-func (w *Workflow) RollbackRun(ctx context.Context, correlationID, principal string) (*recon.RollbackOutcome, error) {
+//
+// scope, when not empty, is the only scope whose run may be rolled back: a
+// run of another scope is nothing_selected, before any lease or write. A
+// caller that takes the correlation id from a user (a resource's
+// spec.rollback) passes its own scope; without it, one scope's resource
+// could revert another scope's repair sharing the database.
+func (w *Workflow) RollbackRun(ctx context.Context, scope, correlationID, principal string) (*recon.RollbackOutcome, error) {
 	start := time.Now()
 	o, err := w.rollbackSource(ctx, correlationID)
+	if err == nil && scope != "" && o.Scope != scope {
+		err = &recon.Error{Code: recon.ResultNothingSelected, Detail: fmt.Sprintf("run %s repaired scope %q, not %q: nothing of this scope to roll back", correlationID, o.Scope, scope)}
+	}
 	if err != nil {
 		ro := &recon.RollbackOutcome{CorrelationID: correlationID, Code: recon.CodeOf(err), Detail: err.Error()}
 		w.log.Info("reconciliation rollback refused", "correlationID", correlationID, "code", ro.Code, "detail", ro.Detail)
