@@ -45,13 +45,21 @@ import (
 type numScan struct{ d *decimal.Decimal }
 
 func (s numScan) ScanNumeric(n pgtype.Numeric) error {
+	if err := finiteNumeric(n); err != nil {
+		return err
+	}
+	*s.d = decimal.NewFromBigInt(n.Int, n.Exp)
+	return nil
+}
+
+// finiteNumeric refuses NULL, NaN and infinities where a number is required.
+func finiteNumeric(n pgtype.Numeric) error {
 	switch {
 	case !n.Valid:
 		return fmt.Errorf("store: NULL where a number is required")
 	case n.NaN || n.InfinityModifier != pgtype.Finite:
 		return fmt.Errorf("store: numeric NaN or infinity where a finite number is required")
 	}
-	*s.d = decimal.NewFromBigInt(n.Int, n.Exp)
 	return nil
 }
 

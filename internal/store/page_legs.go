@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/big"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -38,8 +39,9 @@ import (
 // allocated a big.Int per numeric and spent a fifth of the store's CPU on
 // reflection-driven scan plans. The key is converted to strings only when it
 // changes (the query returns each key's legs together). A result not in
-// binary format (a connection configured for the simple protocol) is read
-// through Scan, with the same values.
+// binary format (a connection configured for the simple protocol, as behind
+// a pooler in transaction mode) is read through Scan into the same
+// coefficients and exponents (numOfNumeric).
 func (w *pageTx) scanLegs(rows pgx.Rows) (map[key][]position.NumFill, error) {
 	defer rows.Close()
 	retained := map[key][]position.NumFill{}
@@ -123,13 +125,32 @@ func decodeLeg(v [][]byte) (position.NumFill, error) {
 	return f, err
 }
 
-// numOfNumeric is numScan's conversion, into a Num.
+// numOfNumeric converts a numeric read in text format into the coefficient
+// and exponent decodeNumeric gives for the same value in binary (pgx's text
+// parse keeps "0.000" as 0E-3 and "10000" as 10000E0, its binary decoding
+// gives 0E0 and 1E4): a zero has exponent 0, and an integer without a
+// display scale has its trailing zeros in the exponent. Without it, a fold
+// (whose sums take the smallest exponent) would store the same position
+// spelled differently depending on the connection's protocol.
 func numOfNumeric(n pgtype.Numeric) (position.Num, error) {
-	switch {
-	case !n.Valid:
-		return position.Num{}, fmt.Errorf("store: NULL where a number is required")
-	case n.NaN || n.InfinityModifier != pgtype.Finite:
-		return position.Num{}, fmt.Errorf("store: numeric NaN or infinity where a finite number is required")
+	if err := finiteNumeric(n); err != nil {
+		return position.Num{}, err
 	}
-	return position.NumFromBig(n.Int, n.Exp), nil
+	c, e := n.Int, n.Exp
+	switch {
+	case c.Sign() == 0:
+		return position.NumFromParts(0, 0), nil
+	case e >= 0:
+		c = new(big.Int).Set(c)
+		ten, q, r := big.NewInt(10), new(big.Int), new(big.Int)
+		for {
+			q.QuoRem(c, ten, r)
+			if r.Sign() != 0 {
+				break
+			}
+			c.Set(q)
+			e++
+		}
+	}
+	return position.NumFromBig(c, e), nil
 }
