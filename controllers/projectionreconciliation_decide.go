@@ -82,12 +82,10 @@ func decideReconciliation(spec *recoveryv1.ProjectionReconciliationSpec, st *rec
 		switch o := st.Outcome; {
 		case rollbackPending(rb, o, changed):
 			return reconDecision{action: reconRollback, why: "spec.rollback names a run not rolled back"}
-		case o != nil && o.Operation == opRollback && o.CorrelationID == rb.CorrelationID && transientResult(o.Result) && !before(now, o.At, reconRetry):
-			// The lease was busy (the recovery worker catching up after
-			// the apply, typically): nothing was reverted; try again.
-			return reconDecision{action: reconRollback, why: "the rollback was refused for a transient reason: retrying"}
 		case o != nil && o.Operation == opRollback && o.CorrelationID == rb.CorrelationID && transientResult(o.Result):
-			return reconDecision{requeueAfter: until(now, o.At, reconRetry), why: "transient rollback refusal: waiting to retry"}
+			// The lease was busy (the recovery worker catching up after
+			// the apply, typically): nothing was reverted.
+			return retryTransient(reconRollback, o, now)
 		}
 	}
 	if ap := spec.Approval; ap != nil && st.Plan != nil {
@@ -96,10 +94,8 @@ func decideReconciliation(spec *recoveryv1.ProjectionReconciliationSpec, st *rec
 			return reconDecision{action: reconApply, why: "spec.approval not executed yet"}
 		case o.Operation == opApply && o.Result != resultOK && changed:
 			return reconDecision{action: reconApply, why: "the refused approval was edited (e.g. its approver): trying it again"}
-		case o.Operation == opApply && transientResult(o.Result) && !before(now, o.At, reconRetry):
-			return reconDecision{action: reconApply, why: "the approved apply was refused for a transient reason: retrying"}
 		case o.Operation == opApply && transientResult(o.Result):
-			return reconDecision{requeueAfter: until(now, o.At, reconRetry), why: "transient apply refusal: waiting to retry"}
+			return retryTransient(reconApply, o, now)
 		}
 	}
 	if changed {
@@ -141,6 +137,15 @@ func rollbackPending(rb *recoveryv1.ReconciliationRollback, o *recoveryv1.Outcom
 		return o.Result != resultOK && changed
 	}
 	return false
+}
+
+// retryTransient runs action again once reconRetry has passed since the
+// transient refusal o recorded, and waits until then before.
+func retryTransient(action reconAction, o *recoveryv1.OutcomeSummary, now time.Time) reconDecision {
+	if before(now, o.At, reconRetry) {
+		return reconDecision{requeueAfter: until(now, o.At, reconRetry), why: "transient " + string(action) + " refusal: waiting to retry"}
+	}
+	return reconDecision{action: action, why: "the " + string(action) + " was refused for a transient reason: retrying"}
 }
 
 // transientResult: refusals that pass on their own (nothing was written).

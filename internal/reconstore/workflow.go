@@ -306,15 +306,15 @@ var ErrRecordsDisagree = errors.New("reconstore: the audit trail and the journal
 // correlation id with no audit record is nothing_selected. Irreversible
 // actions come back in Manual with their rollback text.
 //
-// scope, when not empty, is the only scope whose run may be rolled back: a
-// run of another scope is nothing_selected, before any lease or write. A
-// caller that takes the correlation id from a user (a resource's
-// spec.rollback) passes its own scope; without it, one scope's resource
-// could revert another scope's repair sharing the database.
+// scope is the only scope whose run may be rolled back: a run of another
+// scope is nothing_selected, before any lease or write. The correlation id
+// comes from a user (a resource's spec.rollback, which may name a run its
+// status never showed); without the scope, one scope's resource could
+// revert another scope's repair sharing the database.
 func (w *Workflow) RollbackRun(ctx context.Context, scope, correlationID, principal string) (*recon.RollbackOutcome, error) {
 	start := time.Now()
 	o, err := w.rollbackSource(ctx, correlationID)
-	if err == nil && scope != "" && o.Scope != scope {
+	if err == nil && o.Scope != scope {
 		err = &recon.Error{Code: recon.ResultNothingSelected, Detail: fmt.Sprintf("run %s repaired scope %q, not %q: nothing of this scope to roll back", correlationID, o.Scope, scope)}
 	}
 	if err != nil {
