@@ -224,6 +224,44 @@ func TestDecide_TransitionEvent(t *testing.T) {
 	}
 }
 
+// TestDecide_WithdrawnEvent: a verified-through that goes down is a
+// withdrawn completeness claim, worth a Warning of its own whatever the
+// state does; it names the reconciliation that last touched the scope.
+func TestDecide_WithdrawnEvent(t *testing.T) {
+	st := func(v int64) *recoveryv1.ProjectionRecoveryStatus {
+		return &recoveryv1.ProjectionRecoveryStatus{State: recoveryv1.StateCatchingUp, VerifiedThroughSeq: v}
+	}
+	for _, tc := range []struct {
+		name         string
+		prev         int64
+		now          *recoveryv1.ProjectionRecoveryStatus
+		reconciledBy string
+		wantOK       bool
+		wantIn       []string
+	}{
+		{"first cycle", 0, st(120), "", false, nil},
+		{"progress", 120, st(240), "", false, nil},
+		{"unchanged", 240, st(240), "", false, nil},
+		{"reset to genesis by a rollback", 240, st(0), "fix-orphan/plan-1-abc", true, []string{"verified through 240 is withdrawn", "went back to 0", "fix-orphan/plan-1-abc"}},
+		{"reset by hand, part-way", 240, st(100), "", true, []string{"verified through 240 is withdrawn", "went back to 100"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			note, ok := withdrawnEvent(tc.prev, tc.now, tc.reconciledBy)
+			if ok != tc.wantOK {
+				t.Fatalf("withdrawnEvent(%d, %d) ok = %v, want %v (%q)", tc.prev, tc.now.VerifiedThroughSeq, ok, tc.wantOK, note)
+			}
+			for _, w := range tc.wantIn {
+				if !strings.Contains(note, w) {
+					t.Errorf("note %q lacks %q", note, w)
+				}
+			}
+			if !tc.wantOK && note != "" {
+				t.Errorf("no event, but a note %q", note)
+			}
+		})
+	}
+}
+
 func TestRedact_RemovesCredentials(t *testing.T) {
 	sec := resolvedSecrets{dsn: "postgres://app:p%40ss-w0rd@db.internal:5432/proj", token: "tok-123456"}
 	msg := `failed to connect to postgres://app:p%40ss-w0rd@db.internal:5432/proj (password p@ss-w0rd), bearer tok-123456`

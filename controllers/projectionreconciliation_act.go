@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -187,11 +188,28 @@ func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *re
 		if ro.Code != "" {
 			out.Result, out.Message = string(ro.Code), truncate(ro.Detail)
 		}
+		if ro.WithdrawnThrough > 0 {
+			out.Message = truncate(strings.TrimSpace(withdrawnMessage(ro.WithdrawnThrough) + " " + out.Message))
+		}
 	}
 	if out.Result == resultOK {
 		return r.repairedThen(ctx, s, rb.CorrelationID)
 	}
+	if ro != nil && ro.WithdrawnThrough > 0 {
+		// Some reverts committed and withdrew the certificate: the
+		// recovery must re-verify now, not at its next interval, so that
+		// its status stops claiming CURRENT at once.
+		if err := r.touchRecovery(ctx, s, rb.CorrelationID); err != nil {
+			logf.FromContext(ctx).Info("could not re-trigger the ProjectionRecovery", "recovery", s.recovery.Name, "err", err.Error())
+		}
+	}
 	return nil
+}
+
+// withdrawnMessage tells the approver of a rollback that it withdrew the
+// recovery's certificate (store.WithdrawTx).
+func withdrawnMessage(through int64) string {
+	return fmt.Sprintf("The rollback put records back into the window the recovery had verified (through %d): that verification is withdrawn and the recovery re-verifies from genesis; it refuses again whatever the source contradicts.", through)
 }
 
 // repairedThen follows a successful apply or rollback: the recovery is

@@ -17,6 +17,8 @@ limitations under the License.
 package controllers
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
@@ -42,13 +44,33 @@ func transitionEvent(prevState recoveryv1.RecoveryState, prevReason string, st *
 	}
 }
 
-func (r *ProjectionRecoveryReconciler) emitTransition(obj *recoveryv1.ProjectionRecovery, prevState recoveryv1.RecoveryState, prevReason string) {
+// withdrawnEvent decides the Warning of a verified-through that went down:
+// the SQL cursor was moved back, so a completeness claim status made
+// before is withdrawn. That is worth an Event of its own even when the
+// state does not change (a CATCHING_UP scope reset again), and it names
+// who asked when the reconciliation said so (the reconciled-by
+// annotation). Pure.
+func withdrawnEvent(prevVerified int64, st *recoveryv1.ProjectionRecoveryStatus, reconciledBy string) (note string, ok bool) {
+	if st.VerifiedThroughSeq >= prevVerified {
+		return "", false
+	}
+	note = fmt.Sprintf("verified through %d is withdrawn: the SQL cursor went back to %d and the scope is re-verified from there", prevVerified, st.VerifiedThroughSeq)
+	if reconciledBy != "" {
+		note += " (last reconciled by " + reconciledBy + ")"
+	}
+	return note, true
+}
+
+func (r *ProjectionRecoveryReconciler) emitTransition(obj *recoveryv1.ProjectionRecovery, prev *recoveryv1.ProjectionRecoveryStatus) {
 	if r.Recorder == nil {
 		return
 	}
-	if typ, reason, note, ok := transitionEvent(prevState, prevReason, &obj.Status); ok {
-		// The note is passed as an argument, never as the format string: a
-		// message may contain '%'.
+	// Notes are passed as arguments, never as the format string: a message
+	// may contain '%'.
+	if note, ok := withdrawnEvent(prev.VerifiedThroughSeq, &obj.Status, obj.Annotations[recoveryv1.AnnotationReconciledBy]); ok {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, recoveryv1.ReasonVerificationWithdrawn, "Reconcile", "%s", note)
+	}
+	if typ, reason, note, ok := transitionEvent(prev.State, prev.Reason, &obj.Status); ok {
 		r.Recorder.Eventf(obj, nil, typ, reason, "Reconcile", "%s", note)
 	}
 }

@@ -211,7 +211,7 @@ func (r *ProjectionRecoveryReconciler) publish(ctx context.Context, before, afte
 		logf.FromContext(ctx).Info("state transition", "scope", after.Spec.Scope,
 			"from", string(prev.State), "to", string(st.State), "reason", st.Reason)
 	}
-	r.emitTransition(after, prev.State, prev.Reason)
+	r.emitTransition(after, prev)
 }
 
 // redact removes credentials from a message: the DSN, its password, the

@@ -17,17 +17,58 @@ limitations under the License.
 package controllers
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 )
+
+// rollbackWithdrewTheVerification: the rollback put the orphan trade back
+// at a seq the recovery had verified since the apply (it caught up to
+// CURRENT past it), so it withdrew that verification: its outcome says so,
+// the recovery re-verifies from genesis and ends BLOCKED before the orphan's
+// seq (the orphan's keys no longer add up, or the orphan's own page), and
+// a Warning VerificationWithdrawn names the reconciliation. Without the
+// withdrawal the scope stays CURRENT through a window holding a trade the
+// source never had, and nothing would ever read that window again.
+func rollbackWithdrewTheVerification(t *testing.T, f *fixture, ns, recovery string, oc *recoveryv1.OutcomeSummary) {
+	t.Helper()
+	if !strings.Contains(oc.Message, "verification is withdrawn") {
+		t.Fatalf("rollback outcome message %q does not say the verification was withdrawn", oc.Message)
+	}
+	var orphanSeq int64
+	if err := f.pool.QueryRow(bg, `SELECT seq FROM trades WHERE scope = $1 AND trade_id = 'orphan-1'`, f.scope).Scan(&orphanSeq); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := waitState(t, ns, recovery, 90*time.Second, "BLOCKED before the orphan's seq", func(o *recoveryv1.ProjectionRecovery) bool {
+		return o.Status.State == recoveryv1.StateBlocked && o.Status.VerifiedThroughSeq < orphanSeq
+	})
+	if r := rec.Status.Reason; r != string(codes.OrphanTrade) && r != string(codes.UnexplainedBalance) {
+		t.Fatalf("recovery BLOCKED %s, want ORPHAN_TRADE or UNEXPLAINED_BALANCE", r)
+	}
+	eventually(t, 20*time.Second, "a Warning VerificationWithdrawn naming the reconciliation", func() (bool, error) {
+		var evs eventsv1.EventList
+		if err := k8sClient.List(bg, &evs, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == recovery && e.Type == "Warning" && e.Reason == recoveryv1.ReasonVerificationWithdrawn &&
+				strings.Contains(e.Note, oc.CorrelationID) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
 
 // TestReconcile_ACrashedApplyIsRolledBackByItsRunID, on real parts (the
 // orphan-trade scene: apiserver, PostgreSQL with the documented roles, a
@@ -39,7 +80,9 @@ import (
 // rolls it back: the trade is back, status records the rollback of that
 // run, and reconciles by a second manager revert nothing more. Before,
 // spec.rollback acted only on the apply status named, so such a run could
-// not be rolled back through the resource at all.
+// not be rolled back through the resource at all. The rollback withdraws
+// the recovery's verification of the orphan's window
+// (rollbackWithdrewTheVerification).
 func TestReconcile_ACrashedApplyIsRolledBackByItsRunID(t *testing.T) {
 	withoutApprovalPolicy(t)
 	ns := newNamespace(t)
@@ -85,6 +128,7 @@ func TestReconcile_ACrashedApplyIsRolledBackByItsRunID(t *testing.T) {
 	if n := tradeCount(t, f, "orphan-1"); n != 1 {
 		t.Fatalf("after the rollback the orphan trade is there %d times, want 1", n)
 	}
+	rollbackWithdrewTheVerification(t, f, ns, "crashed", got.Status.Outcome)
 
 	second := &ProjectionReconciliationReconciler{Client: k8sClient, APIReader: k8sClient,
 		Clock: reconClock, Connections: &Connections{}, Metrics: NewReconciliationMetrics(prometheus.NewRegistry())}

@@ -82,5 +82,12 @@ const (
 	ReasonDuplicateScope = "DuplicateScope"
 )
 
+// ReasonVerificationWithdrawn is the reason of the Warning Event emitted when
+// status.verifiedThroughSeq goes down: the SQL cursor was moved back (a
+// reconciliation rollback that put records into the verified window resets
+// it to genesis, or someone reset it by hand), so what was certified before
+// no longer is, and the scope is re-verified.
+const ReasonVerificationWithdrawn = "VerificationWithdrawn"
+
 // FinalizerName guards lease release on deletion.
 const FinalizerName = "recovery.projection.io/release-lease"

@@ -40,6 +40,12 @@ type RollbackOutcome struct {
 	RollbackFailed []RollbackFailure
 	Manual         []RollbackManual
 	AuditErrors    []string
+	// WithdrawnThrough is the verified-through of the scope's recovery
+	// cursor that the reverts withdrew because they put records back into
+	// its verified window (the cursor is back at genesis and re-verifies
+	// every retained row); 0: nothing withdrawn. Set by the store's
+	// workflow (reconstore), which owns the cursor.
+	WithdrawnThrough int64
 }
 
 // Rollback reverts a successful apply from its Outcome: reversible actions
@@ -109,7 +115,7 @@ func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (
 			endSession()
 			return end(e)
 		}
-		ro.RolledBack, ro.RollbackFailed = revertNewestFirst(context.WithoutCancel(hctx), r, still)
+		ro.RolledBack, ro.RollbackFailed = revertNewestFirst(WithRollback(context.WithoutCancel(hctx)), r, still)
 		endSession()
 		o.Journaled = r.seq
 	}
@@ -152,4 +158,24 @@ func (w *Workflow) stillApplied(ctx context.Context, correlationID string, actio
 		return nil, fail(ResultNothingSelected, nil, "run %s was rolled back meanwhile: nothing of it is applied", correlationID)
 	}
 	return keep, nil
+}
+
+type rollbackKey struct{}
+
+// WithRollback marks ctx as a Rollback's: the reverts undo a successful
+// apply on an approver's request (see IsRollback).
+func WithRollback(ctx context.Context) context.Context {
+	return context.WithValue(ctx, rollbackKey{}, true)
+}
+
+// IsRollback tells a handler's Revert that it undoes a successful apply on
+// an approver's request (Workflow.Rollback), not a failed apply's automatic
+// rollback. The difference matters to what the revert leaves behind: a
+// failed apply ends where it began (its actions and their reverts all ran
+// under one session, so nothing else observed or certified the repaired
+// state), while a rollback may undo a repair the recovery has verified
+// since, and must then withdraw that verification (reconstore).
+func IsRollback(ctx context.Context) bool {
+	v, _ := ctx.Value(rollbackKey{}).(bool)
+	return v
 }

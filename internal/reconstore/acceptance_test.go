@@ -27,6 +27,7 @@ import (
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )
 
@@ -43,6 +44,11 @@ type breakage struct {
 	invariant recon.InvariantID
 	cause     recon.CauseCode
 	action    recon.ActionKind // "": manual, a human decides
+	// withdraws: the rollback puts the record back inside the window the
+	// cursor verified (a position row: always), so it withdraws that
+	// verification (store.WithdrawTx); the trade and order records here
+	// lie after the cursor, where the next page verifies them anyway.
+	withdraws bool
 }
 
 // windowTrade is the first retained trade in (V, B].
@@ -81,14 +87,14 @@ SELECT scope, 'orphan-1', 1000000, seq, instrument, price, quantity, buy_order_i
 			s.exec(`UPDATE positions SET quantity = quantity + 7 WHERE scope = $1 AND account = $2 AND instrument = $3`, s.scope, a, i)
 			return "positions/account=" + a + ",instrument=" + i, nil
 		},
-		invariant: recon.PositionDerivationAgrees, cause: recon.CauseUnexplainedWrite, action: recon.ActionRederivePosition},
+		invariant: recon.PositionDerivationAgrees, cause: recon.CauseUnexplainedWrite, action: recon.ActionRederivePosition, withdraws: true},
 	{name: "UNPROVEN_INITIAL_BALANCE: the source opening's values stored without its provenance", code: codes.UnprovenInitialBalance, openings: true,
 		corrupt: func(s *scene) (string, func()) {
 			a, i := s.windowKey(true)
 			s.exec(`UPDATE positions SET opening_proven = false, opening_seq = NULL WHERE scope = $1 AND account = $2 AND instrument = $3`, s.scope, a, i)
 			return "positions/account=" + a + ",instrument=" + i, nil
 		},
-		invariant: recon.OpeningProven, cause: recon.CauseOpeningFlagUnproven, action: recon.ActionAdoptSourceOpening},
+		invariant: recon.OpeningProven, cause: recon.CauseOpeningFlagUnproven, action: recon.ActionAdoptSourceOpening, withdraws: true},
 	{name: "UNPROVEN_INITIAL_BALANCE: a stored non-zero opening, opening_seq NULL, no source opening", code: codes.UnprovenInitialBalance,
 		corrupt: func(s *scene) (string, func()) {
 			a, i := s.windowKey(false)
@@ -261,12 +267,13 @@ func (s *scene) repair(d *DryRun, b breakage, record string) {
 	s.records(o, 1, 0)
 
 	// 5. Rollback of that outcome restores the pre-apply state.
+	verified := s.cursor().VerifiedThroughSeq
 	ro, err := s.wf.Rollback(ctxb, o, approver)
 	s.rollbacks++
 	if err != nil || len(ro.RolledBack) != 1 || len(ro.RollbackFailed) != 0 || len(ro.Manual) != 0 {
 		s.t.Fatalf("rollback: %v %+v", err, ro)
 	}
-	s.restored(pre, b)
+	s.restored(pre, b, verified, ro)
 	s.records(o, 1, 1)
 
 	// 5'. Again, rolled back from the audit trail alone (cross-checked
@@ -274,12 +281,13 @@ func (s *scene) repair(d *DryRun, b breakage, record string) {
 	d = s.dryRun()
 	s.planned(d, b, record)
 	o = s.apply(d, b)
+	verified = s.cursor().VerifiedThroughSeq
 	ro, err = s.freshWorkflow().RollbackRun(ctxb, s.scope, o.CorrelationID, approver)
 	s.rollbacks++
 	if err != nil || len(ro.RolledBack) != 1 || !recon.SameRepair(ro.RolledBack[0], o.Applied[0]) || len(ro.Manual) != 0 {
 		s.t.Fatalf("rollback from the audit trail: %v %+v", err, ro)
 	}
-	s.restored(pre, b)
+	s.restored(pre, b, verified, ro)
 	s.records(o, 1, 1)
 
 	// 6. The repair that stays.
@@ -333,15 +341,34 @@ func (s *scene) leaseOwner() string {
 }
 
 // restored: every projection table as before the apply, byte for byte, but
-// positions.updated_at of a position a handler rewrote from Before.
-func (s *scene) restored(pre snapshotDumps, b breakage) {
+// positions.updated_at of a position a handler rewrote from Before; when
+// the rollback puts the record back inside a verified window (b.withdraws)
+// the cursor is at genesis without bases instead, and the outcome says it
+// withdrew the verification through verified (0: the cursor was at genesis
+// already, withdrawn by an earlier rollback).
+func (s *scene) restored(pre snapshotDumps, b breakage, verified int64, ro *recon.RollbackOutcome) {
 	s.t.Helper()
 	exact := b.action != recon.ActionRederivePosition && b.action != recon.ActionAdoptSourceOpening
 	want := pre.exact
 	if !exact {
 		want = pre.loose
 	}
-	if d := sameDump(s.dump(exact), want); len(d) != 0 {
+	got := s.dump(exact)
+	wantWithdrawn := int64(0)
+	if b.withdraws {
+		wantWithdrawn = verified
+		c := s.cursor()
+		if c.VerifiedThroughSeq != 0 || c.State != store.StateCatchingUp || !strings.HasPrefix(got["projection_catchup_basis"], "0 rows") {
+			s.t.Fatalf("cursor %+v, bases %q after the rollback: want the verification withdrawn", c, got["projection_catchup_basis"])
+		}
+		got, want = withoutCursor(got), withoutCursor(want)
+		delete(got, "projection_catchup_basis")
+		delete(want, "projection_catchup_basis")
+	}
+	if ro.WithdrawnThrough != wantWithdrawn {
+		s.t.Fatalf("the rollback withdrew the verification through %d, want %d", ro.WithdrawnThrough, wantWithdrawn)
+	}
+	if d := sameDump(got, want); len(d) != 0 {
 		s.t.Fatalf("rollback is not exact:\n%s", strings.Join(d, "\n"))
 	}
 }

@@ -168,6 +168,7 @@ SELECT correlation_id, 99, plan_id, scope, 'reverted', action_id, action, now() 
 	}
 	s.exec(`DELETE FROM projection_reconciliation_journal WHERE correlation_id = $1 AND position = 99`, o.CorrelationID)
 
+	verified := s.cursor().VerifiedThroughSeq
 	ro, err := w.RollbackRun(ctxb, s.scope, o.CorrelationID, approver)
 	if err != nil || len(ro.RolledBack) != 1 || ro.RolledBack[0].Kind != recon.ActionRederivePosition || len(ro.RollbackFailed) != 0 {
 		t.Fatalf("rollback from the audit trail: %v %+v", err, ro)
@@ -176,12 +177,19 @@ SELECT correlation_id, 99, plan_id, scope, 'reverted', action_id, action, now() 
 	if len(ro.Manual) != 1 || ro.Manual[0].Action.Kind != recon.ActionCollapse || ro.Manual[0].Rollback != spec.Rollback || spec.Rollback == "" {
 		t.Fatalf("the irreversible collapse: %+v, want it manual with %q", ro.Manual, spec.Rollback)
 	}
+	// The position is back as the hand edit left it, inside the window the
+	// cursor verified: that verification is withdrawn (store.WithdrawTx),
+	// with the bases that were its folds.
 	got := s.dump(false)
-	if diff := sameDump(got, pre); len(diff) != 1 || !strings.HasPrefix(diff[0], "projection_catchup_outbox:") {
-		t.Fatalf("after the rollback, want only the collapsed outbox copy gone: %v", diff)
+	diff := sameDump(withoutCursor(got), withoutCursor(pre))
+	if len(diff) != 2 || !strings.HasPrefix(diff[0], "projection_catchup_basis:") || !strings.HasPrefix(diff[1], "projection_catchup_outbox:") {
+		t.Fatalf("after the rollback, want only the collapsed outbox copy gone and the bases dropped: %v", diff)
 	}
-	if got["positions"] != pre["positions"] || got["projection_catchup_basis"] != pre["projection_catchup_basis"] {
-		t.Fatal("the position was not restored")
+	if got["positions"] != pre["positions"] || !strings.HasPrefix(got["projection_catchup_basis"], "0 rows") {
+		t.Fatal("the position was not restored, or the withdrawn cursor's bases stayed")
+	}
+	if c := s.cursor(); verified == 0 || ro.WithdrawnThrough != verified || c.VerifiedThroughSeq != 0 || c.State != store.StateCatchingUp {
+		t.Fatalf("rollback withdrew %d, cursor %+v; want the verification through %d withdrawn", ro.WithdrawnThrough, c, verified)
 	}
 	// Rolled back once: the audit trail now says so, and a second rollback
 	// has nothing reversible left (the collapse stays manual).

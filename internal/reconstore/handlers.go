@@ -56,9 +56,13 @@ type Handlers struct {
 	Publish func(ctx context.Context, row recon.OutboxRow) error
 	// DryRun runs every handler in a transaction that is rolled back
 	// (store.DryRunScopeWrite): a plan that would fail is known before
-	// approval, and nothing is written. Hooks (TriggerCycle, Publish) are
-	// not called in a dry run.
+	// approval, and nothing is written. Hooks (TriggerCycle, Publish,
+	// Withdrawn) are not called in a dry run.
 	DryRun bool
+	// Withdrawn is told, after the commit, that a revert withdrew the
+	// scope's completeness certificate (store.WithdrawTx): the cursor was
+	// verified through `through` and is back at genesis. nil: not told.
+	Withdrawn func(scope string, through int64)
 }
 
 // Registry returns one handler per action kind with a real write.
@@ -125,14 +129,35 @@ type transition struct {
 	want string
 	// write moves the record from `from` to the goal.
 	write func(ctx context.Context, tx pgx.Tx) error
+	// revert: the write puts back what an apply had repaired, and
+	// reinstated holds the consensus sequences of what it puts back (a nil
+	// entry: positioned nowhere, or a position row, whose correctness is
+	// the fold of its key's whole history). When they lie in the verified
+	// window, a rollback's revert (recon.IsRollback) withdraws the scope's
+	// certificate in its own transaction (store.WithdrawTx): what it puts
+	// back is what the source contradicts, and the worker never re-reads a
+	// window behind its cursor, so without this a rollback would leave the
+	// scope CURRENT over a window that is no longer what was verified. An
+	// apply never withdraws (it only moves a record towards the source), nor
+	// does a failed apply's automatic rollback: that run ends where it
+	// began, under one session, before any page could verify the repaired
+	// state.
+	revert     bool
+	reinstated []*int64
 }
+
+// anywhere is the reinstated of a record whose correctness does not sit at
+// one consensus sequence (a position row).
+var anywhere = []*int64{nil}
 
 // compareAndWrite runs t as one fenced repair transaction of the action's
 // scope: read, then at the goal → nil, not at from → ErrRecordMoved, else
 // write. The read runs under the projection write lock, so the record
 // cannot move between the compare and the write.
 func (h *Handlers) compareAndWrite(ctx context.Context, a recon.Action, t transition) error {
-	return h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+	var withdrew int64
+	err := h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
+		withdrew = 0 // the transaction may be retried by the caller
 		cur, err := t.read(ctx, tx)
 		if err != nil {
 			return err
@@ -140,8 +165,16 @@ func (h *Handlers) compareAndWrite(ctx context.Context, a recon.Action, t transi
 		if write, err := t.next(a, cur); !write || err != nil {
 			return err
 		}
-		return t.write(ctx, tx)
+		if err := t.write(ctx, tx); err != nil || !t.revert || !recon.IsRollback(ctx) {
+			return err
+		}
+		withdrew, err = store.WithdrawTx(ctx, tx, a.Target["scope"], t.reinstated...)
+		return err
 	})
+	if err == nil && withdrew > 0 && !h.DryRun && h.Withdrawn != nil {
+		h.Withdrawn(a.Target["scope"], withdrew)
+	}
+	return err
 }
 
 // next decides the transition from the record found: at the goal → no

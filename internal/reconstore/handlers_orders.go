@@ -129,7 +129,7 @@ func (h *Handlers) rewriteOrder(ctx context.Context, a recon.Action) error {
 			return fmt.Errorf("%w: %s: version %d over version %d", ErrRewind, a.ID, to, from)
 		}
 	}
-	return h.moveOrder(ctx, a, a.Before, a.After)
+	return h.moveOrder(ctx, a, a.Before, a.After, false)
 }
 
 // unrewriteOrder writes Before back exactly (deletes the row when Before is
@@ -137,17 +137,34 @@ func (h *Handlers) rewriteOrder(ctx context.Context, a recon.Action) error {
 // rollback of a rewound row's repair restores the row as the approver found
 // it, deliberately; the next dry run reports it again (order_never_rewound).
 func (h *Handlers) unrewriteOrder(ctx context.Context, a recon.Action) error {
-	return h.moveOrder(ctx, a, a.After, a.Before)
+	return h.moveOrder(ctx, a, a.After, a.Before, true)
 }
 
-func (h *Handlers) moveOrder(ctx context.Context, a recon.Action, from, to recon.Fields) error {
+// moveOrder writes to over from. A revert reinstates the record at both
+// rows' sequences (an absent one is no position), so the certificate is
+// withdrawn when either lies in the verified window.
+func (h *Handlers) moveOrder(ctx context.Context, a recon.Action, from, to recon.Fields, revert bool) error {
 	r, err := orderRefOf(a)
 	if err != nil {
 		return err
 	}
-	return h.compareAndWrite(ctx, a, transition{
+	t := transition{
 		read: func(ctx context.Context, tx pgx.Tx) (recon.Fields, error) { return orderFields(ctx, tx, r) },
 		done: is(to), from: is(from), want: "the state before the move",
 		write: func(ctx context.Context, tx pgx.Tx) error { return writeOrder(ctx, tx, r, to) },
-	})
+	}
+	if revert {
+		t.revert = true
+		for _, f := range []recon.Fields{from, to} {
+			if f == nil {
+				continue
+			}
+			seq, err := seqArg(f["seq"])
+			if err != nil {
+				return err
+			}
+			t.reinstated = append(t.reinstated, seq)
+		}
+	}
+	return h.compareAndWrite(ctx, a, t)
 }

@@ -36,10 +36,11 @@ func TestHandlers_RewriteOrderEvent(t *testing.T) {
 	f.exec(t, `UPDATE order_events SET price = 101 WHERE scope = 's' AND order_id = 'o1' AND version = 1`)
 	a := actionOf(t, f.plan(t), recon.ActionRewriteOrderVersion, "order_events/")
 	contract{
-		exact:  true,
-		move:   `UPDATE order_events SET remaining = 4 WHERE scope = 's' AND order_id = 'o1' AND version = 1`,
-		unmove: `UPDATE order_events SET remaining = 5 WHERE scope = 's' AND order_id = 'o1' AND version = 1`,
-		check:  f.orderIs(t, recon.TableOrderEvents, "o1", "1", a.After),
+		withdraws: true, // o1's versions are at seq 2 and 3, verified through 4
+		exact:     true,
+		move:      `UPDATE order_events SET remaining = 4 WHERE scope = 's' AND order_id = 'o1' AND version = 1`,
+		unmove:    `UPDATE order_events SET remaining = 5 WHERE scope = 's' AND order_id = 'o1' AND version = 1`,
+		check:     f.orderIs(t, recon.TableOrderEvents, "o1", "1", a.After),
 	}.run(t, f, a)
 	f.repaired(t)
 }
@@ -59,10 +60,11 @@ func TestHandlers_RewriteRewoundOrder(t *testing.T) {
 		t.Fatalf("the plan's After %v is not version 2 %v", a.After, v2)
 	}
 	contract{
-		exact:  true,
-		move:   `UPDATE orders SET version = 3, seq = 7, remaining = 1, status = 'PARTIALLY_FILLED' WHERE scope = 's' AND order_id = 'o1'`,
-		unmove: `UPDATE orders SET version = 1, seq = 2, remaining = 5, status = 'NEW' WHERE scope = 's' AND order_id = 'o1'`,
-		check:  f.orderIs(t, recon.TableOrders, "o1", "", v2),
+		withdraws: true, // o1's versions are at seq 2 and 3, verified through 4
+		exact:     true,
+		move:      `UPDATE orders SET version = 3, seq = 7, remaining = 1, status = 'PARTIALLY_FILLED' WHERE scope = 's' AND order_id = 'o1'`,
+		unmove:    `UPDATE orders SET version = 1, seq = 2, remaining = 5, status = 'NEW' WHERE scope = 's' AND order_id = 'o1'`,
+		check:     f.orderIs(t, recon.TableOrders, "o1", "", v2),
 	}.run(t, f, a)
 	f.repaired(t)
 }
@@ -92,7 +94,8 @@ func TestHandlers_RewriteDeletedOrder(t *testing.T) {
 		t.Fatalf("Before of a deleted row: %v", a.Before)
 	}
 	contract{
-		exact: true,
+		withdraws: true, // o1's versions are at seq 2 and 3, verified through 4
+		exact:     true,
 		move: `INSERT INTO orders (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
 VALUES ('s', 'o1', 3, 7, 'A', 'ACME', 'BUY', 100, 5, 0, 'FILLED', now())`,
 		unmove: `DELETE FROM orders WHERE scope = 's' AND order_id = 'o1'`,

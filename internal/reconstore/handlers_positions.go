@@ -81,6 +81,29 @@ func rowPart(f recon.Fields) recon.Fields {
 	return r
 }
 
+// atRow matches a position record at f: exactly, or at f's row (an absent
+// record: f's row=absent) without any basis. A cursor at genesis keeps no
+// basis: a revert that withdrew the scope's certificate dropped every
+// basis of the scope (store.WithdrawTx), and so does a bootstrap page. A
+// basis only saves a page re-reading the key's history, so a record at
+// f's row without one is f for every move here: without this, the same
+// revert repeated (a crash before its journal entry) would refuse its own
+// write as moved, and so would every plan made before the withdrawal.
+func atRow(f recon.Fields) func(recon.Fields) bool {
+	return func(cur recon.Fields) bool {
+		if cur.Equal(f) {
+			return true
+		}
+		if f == nil {
+			return false
+		}
+		if cur == nil {
+			cur = recon.Fields{"row": "absent"}
+		}
+		return cur["basis_seq"] == "" && rowPart(cur).Equal(rowPart(f))
+	}
+}
+
 func keyOf(a recon.Action) (scope, acct, instr string) {
 	return a.Target["scope"], a.Target["account"], a.Target["instrument"]
 }
@@ -106,7 +129,7 @@ func (h *Handlers) writePosition(ctx context.Context, a recon.Action) error {
 		// Before's, and without the rebase the next page would fold the
 		// key from it.
 		done: func(cur recon.Fields) bool { return !cur.Equal(a.Before) && rowPart(cur).Equal(a.After) },
-		from: is(a.Before), want: "Before",
+		from: atRow(a.Before), want: "Before",
 		write: func(ctx context.Context, tx pgx.Tx) error {
 			if err := upsertPosition(ctx, tx, scope, a.After); err != nil {
 				return err
@@ -126,8 +149,9 @@ func (h *Handlers) writePosition(ctx context.Context, a recon.Action) error {
 func (h *Handlers) revertPosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
 	return h.compareAndWrite(ctx, a, transition{
+		revert: true, reinstated: anywhere,
 		read: positionRow(scope, acct, instr),
-		done: is(a.Before), // never applied, or reverted already
+		done: atRow(a.Before), // never applied, or reverted already
 		from: func(cur recon.Fields) bool { return rowPart(cur).Equal(a.After) }, want: "After",
 		write: func(ctx context.Context, tx pgx.Tx) error {
 			return restorePosition(ctx, tx, scope, acct, instr, a.Before)
@@ -310,7 +334,7 @@ SELECT seq, trade_seq, 1, -quantity, price FROM trades
 func (h *Handlers) dropPosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
 	return h.compareAndWrite(ctx, a, transition{
-		read: positionRow(scope, acct, instr), done: is(nil), from: is(a.Before), want: "Before",
+		read: positionRow(scope, acct, instr), done: is(nil), from: atRow(a.Before), want: "Before",
 		write: func(ctx context.Context, tx pgx.Tx) error {
 			// Written once, never updated (see quarantineTrade): a copy there
 			// already is kept when it holds Before's values, else refused.
@@ -330,7 +354,7 @@ ON CONFLICT (scope, account, instrument) DO NOTHING`, scope, acct, instr)
 				if err != nil {
 					return err
 				}
-				if !q.Equal(a.Before) {
+				if !atRow(a.Before)(q) {
 					return fmt.Errorf("%w: %s: another copy of position %s/%s is quarantined already (%v); a human compares the two",
 						ErrRecordMoved, a.ID, acct, instr, q)
 				}
@@ -345,7 +369,8 @@ ON CONFLICT (scope, account, instrument) DO NOTHING`, scope, acct, instr)
 func (h *Handlers) undropPosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
 	return h.compareAndWrite(ctx, a, transition{
-		read: positionRow(scope, acct, instr), done: is(a.Before), from: is(nil), want: "absent",
+		revert: true, reinstated: anywhere,
+		read: positionRow(scope, acct, instr), done: atRow(a.Before), from: is(nil), want: "absent",
 		write: func(ctx context.Context, tx pgx.Tx) error {
 			ct, err := tx.Exec(ctx, `
 INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
@@ -371,7 +396,7 @@ SELECT scope, account, instrument, basis_seq, basis_quantity, basis_avg_cost
 			if err != nil {
 				return err
 			}
-			if !after.Equal(a.Before) {
+			if !atRow(a.Before)(after) {
 				return moved(a, "the quarantined copy to equal Before", after)
 			}
 			return nil

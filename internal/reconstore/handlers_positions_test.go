@@ -45,9 +45,10 @@ func TestHandlers_RederivePosition(t *testing.T) {
 		`UPDATE projection_catchup_basis SET quantity = 7 WHERE scope = 's' AND account = 'A'`)
 	f.blocks(t, "")
 	contract{
-		move:   `UPDATE positions SET quantity = 998 WHERE scope = 's' AND account = 'A'`,
-		unmove: `UPDATE positions SET quantity = 999 WHERE scope = 's' AND account = 'A'`,
-		check:  f.positionIs(t, "A", "ACME", good),
+		withdraws: true, // a position row: the fold of its key's whole history
+		move:      `UPDATE positions SET quantity = 998 WHERE scope = 's' AND account = 'A'`,
+		unmove:    `UPDATE positions SET quantity = 999 WHERE scope = 's' AND account = 'A'`,
+		check:     f.positionIs(t, "A", "ACME", good),
 	}.run(t, f, actionOf(t, f.plan(t), recon.ActionRederivePosition, "account=A"))
 	f.repaired(t)
 }
@@ -63,9 +64,10 @@ func TestHandlers_AdoptSourceOpening(t *testing.T) {
 		`DELETE FROM projection_catchup_basis WHERE scope = 's' AND account = 'A'`)
 	f.blocks(t, "")
 	contract{
-		move:   `UPDATE positions SET opening_quantity = 11 WHERE scope = 's' AND account = 'A'`,
-		unmove: `UPDATE positions SET opening_quantity = 10 WHERE scope = 's' AND account = 'A'`,
-		check:  f.positionIs(t, "A", "ACME", good),
+		withdraws: true, // a position row: the fold of its key's whole history
+		move:      `UPDATE positions SET opening_quantity = 11 WHERE scope = 's' AND account = 'A'`,
+		unmove:    `UPDATE positions SET opening_quantity = 10 WHERE scope = 's' AND account = 'A'`,
+		check:     f.positionIs(t, "A", "ACME", good),
 	}.run(t, f, actionOf(t, f.plan(t), recon.ActionAdoptSourceOpening, "account=A"))
 	f.repaired(t)
 }
@@ -83,9 +85,10 @@ func TestHandlers_RederiveDeletedPosition(t *testing.T) {
 		t.Fatalf("Before of a deleted row: %v", a.Before)
 	}
 	contract{
-		move:   `INSERT INTO positions (scope, account, instrument, opening_proven, quantity, avg_cost) VALUES ('s', 'B', 'ACME', true, 1, 1)`,
-		unmove: `DELETE FROM positions WHERE scope = 's' AND account = 'B'`,
-		check:  f.positionIs(t, "B", "ACME", good),
+		withdraws: true, // a position row: the fold of its key's whole history
+		move:      `INSERT INTO positions (scope, account, instrument, opening_proven, quantity, avg_cost) VALUES ('s', 'B', 'ACME', true, 1, 1)`,
+		unmove:    `DELETE FROM positions WHERE scope = 's' AND account = 'B'`,
+		check:     f.positionIs(t, "B", "ACME", good),
 	}.run(t, f, a)
 	f.repaired(t)
 }
@@ -107,10 +110,11 @@ func TestHandlers_DropPosition(t *testing.T) {
 	f.exec(t, phantom)
 	f.blocks(t, codes.UnexplainedBalance)
 	contract{
-		exact:  true,
-		move:   `UPDATE positions SET quantity = 6 WHERE scope = 's' AND instrument = 'BOLT'`,
-		unmove: `UPDATE positions SET quantity = 5.00 WHERE scope = 's' AND instrument = 'BOLT'`,
-		check:  f.positionIs(t, "A", "BOLT", nil),
+		withdraws: true, // a position row: the fold of its key's whole history
+		exact:     true,
+		move:      `UPDATE positions SET quantity = 6 WHERE scope = 's' AND instrument = 'BOLT'`,
+		unmove:    `UPDATE positions SET quantity = 5.00 WHERE scope = 's' AND instrument = 'BOLT'`,
+		check:     f.positionIs(t, "A", "BOLT", nil),
 	}.run(t, f, actionOf(t, f.plan(t), recon.ActionDropPosition, "instrument=BOLT"))
 	f.repaired(t)
 }
@@ -131,5 +135,5 @@ func TestHandlers_DropPositionWithBasis(t *testing.T) {
 VALUES ('s', 'A', 'BOLT', 0, 0, true, 9, 9, now())`)
 	f.refuses(t, a, ErrRecordMoved) // another quarantined copy
 	f.exec(t, `DELETE FROM projection_position_quarantine`)
-	contract{exact: true, check: f.positionIs(t, "A", "BOLT", nil)}.run(t, f, a)
+	contract{exact: true, withdraws: true, check: f.positionIs(t, "A", "BOLT", nil)}.run(t, f, a)
 }

@@ -19,6 +19,7 @@ package reconstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,12 +184,19 @@ func (f fx) blocks(t *testing.T, code codes.Code) {
 	}
 }
 
-// repaired: the next page (after seq 4) succeeds and every position equals
-// the independent replay of the ledger.
+// repaired: the next page from the cursor (after seq 4, or from genesis
+// when a revert withdrew the certificate: then every retained row is
+// re-verified) succeeds, makes the scope CURRENT, and every position
+// equals the independent replay of the ledger.
 func (f fx) repaired(t *testing.T) {
 	t.Helper()
-	if err := f.nextPage(t, 4); err != nil {
-		t.Fatalf("next page after the repair: %v", err)
+	cur, err := f.rec.ReadCursor(ctxb, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := f.rec.ApplyPage(ctxb, f.l, f.run, f.src.Page(cur.VerifiedThroughSeq, 1000))
+	if err != nil || !pr.Current() {
+		t.Fatalf("next page after the repair (from %d): %v %+v", cur.VerifiedThroughSeq, err, pr)
 	}
 	storetest.AssertPositions(t, f.admin, "s", ledger)
 }
@@ -236,13 +244,54 @@ func (f fx) orderIs(t *testing.T, table, id, version string, want recon.Fields) 
 //   - a second Apply is a no-op;
 //   - Revert (reversible kinds) restores the dump before Apply (exact: full
 //     rows; see dump for the one column Before does not carry), and a second
-//     Revert is a no-op; an irreversible kind cannot revert.
+//     Revert is a no-op; an irreversible kind cannot revert;
+//   - withdraws: the revert puts the record back inside the window the
+//     cursor verified, so it also moves the cursor back to genesis
+//     (store.WithdrawTx); otherwise the cursor too is as before Apply.
 //
 // It leaves the action applied.
 type contract struct {
 	exact        bool
 	move, unmove string
 	check        func()
+	withdraws    bool
+}
+
+// withoutCertificate drops the lines of the cursor and the bases (its
+// folds) from a dump.
+func withoutCertificate(dump string) string {
+	var out []string
+	for _, line := range strings.SplitAfter(dump, "\n") {
+		if !strings.HasPrefix(line, "projection_catchup_cursor: ") && !strings.HasPrefix(line, "projection_catchup_basis: ") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
+}
+
+// reverted: the dump after a revert is before's; when c.withdraws the
+// cursor is back at genesis without bases, else it and the bases are
+// exactly before's.
+func (c contract) reverted(t *testing.T, f fx, verified int64, before string) {
+	t.Helper()
+	got := f.dump(t, c.exact)
+	if withoutCertificate(got) != withoutCertificate(before) {
+		t.Fatalf("revert is not exact:\n%s\nwant\n%s", got, before)
+	}
+	cur, err := f.rec.ReadCursor(ctxb, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bases int
+	if err := f.admin.QueryRow(ctxb, `SELECT count(*) FROM projection_catchup_basis WHERE scope = 's'`).Scan(&bases); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case c.withdraws && (cur.VerifiedThroughSeq != 0 || cur.State != store.StateCatchingUp || bases != 0):
+		t.Fatalf("the revert put the record back inside the verified window (through %d) but left the cursor %+v and %d bases", verified, cur, bases)
+	case !c.withdraws && got != before:
+		t.Fatalf("a revert outside the verified window changed the cursor:\n%s\nwant\n%s", got, before)
+	}
 }
 
 func (c contract) run(t *testing.T, f fx, a recon.Action) {
@@ -285,17 +334,31 @@ func (c contract) run(t *testing.T, f fx, a recon.Action) {
 		}
 		return
 	}
+	verified, err := f.rec.ReadCursor(ctxb, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A failed apply's automatic rollback (no recon.IsRollback) never
+	// withdraws: that run ends where it began.
 	if err := hd.Revert(ctxb, a); err != nil {
+		t.Fatalf("automatic revert: %v", err)
+	}
+	contract{exact: c.exact}.reverted(t, f, verified.VerifiedThroughSeq, before)
+	if err := hd.Apply(ctxb, a); err != nil {
+		t.Fatalf("apply after the automatic revert: %v", err)
+	}
+	// An approver's rollback.
+	rollback := recon.WithRollback(ctxb)
+	if err := hd.Revert(rollback, a); err != nil {
 		t.Fatalf("revert: %v", err)
 	}
-	if got := f.dump(t, c.exact); got != before {
-		t.Fatalf("revert is not exact:\n%s\nwant\n%s", got, before)
-	}
-	if err := hd.Revert(ctxb, a); err != nil {
+	c.reverted(t, f, verified.VerifiedThroughSeq, before)
+	reverted := f.dump(t, c.exact)
+	if err := hd.Revert(rollback, a); err != nil {
 		t.Fatalf("second revert: %v", err)
 	}
-	if got := f.dump(t, c.exact); got != before {
-		t.Fatalf("second revert wrote:\n%s\nwant\n%s", got, before)
+	if got := f.dump(t, c.exact); got != reverted {
+		t.Fatalf("second revert wrote:\n%s\nwant\n%s", got, reverted)
 	}
 	if err := hd.Apply(ctxb, a); err != nil {
 		t.Fatalf("apply after revert: %v", err)

@@ -117,8 +117,13 @@ ON CONFLICT (scope, trade_id) DO NOTHING`, scope, id)
 // unquarantineTrade moves the row back exactly as it was quarantined.
 func (h *Handlers) unquarantineTrade(ctx context.Context, a recon.Action) error {
 	scope, id := a.Target["scope"], a.Target["trade_id"]
+	seq, err := seqArg(a.Before["seq"])
+	if err != nil {
+		return err
+	}
 	var quarantined recon.Fields
 	return h.compareAndWrite(ctx, a, transition{
+		revert: true, reinstated: []*int64{seq},
 		read: func(ctx context.Context, tx pgx.Tx) (recon.Fields, error) {
 			cur, err := tradeFields(ctx, tx, "trades", scope, id)
 			if err != nil {
@@ -170,9 +175,19 @@ VALUES ($1, $2, $3::bigint, $4, $5, $6::numeric, $7::numeric, $8, $9, $10, $11, 
 }
 
 // unrestoreTrade deletes the restored row if it still equals After.
+//
+// A source trade inside the verified window is then missing again: the
+// certificate is withdrawn, and the re-verification inserts it back
+// (FR-APR06 inserts missing trades), which a human who rolled the repair
+// back should expect.
 func (h *Handlers) unrestoreTrade(ctx context.Context, a recon.Action) error {
 	scope, id := a.Target["scope"], a.Target["trade_id"]
+	seq, err := seqArg(a.After["seq"])
+	if err != nil {
+		return err
+	}
 	return h.compareAndWrite(ctx, a, transition{
+		revert: true, reinstated: []*int64{seq},
 		read: tradeRow(scope, id), done: is(a.Before), from: is(a.After), want: "After",
 		write: func(ctx context.Context, tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `DELETE FROM trades WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {

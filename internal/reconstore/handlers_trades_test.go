@@ -41,7 +41,7 @@ func TestHandlers_QuarantineTrade(t *testing.T) {
 	before := f.trade(t, "trades", "forged")
 	gone, quarantined := f.tradeIs(t, "trades", "forged", nil), f.tradeIs(t, tradeQuarantine, "forged", before)
 	contract{
-		exact:  true,
+		exact:  true, // the forged trade is at seq 5, after the cursor (4): no withdrawal
 		move:   `UPDATE trades SET quantity = 2 WHERE scope = 's' AND trade_id = 'forged'`,
 		unmove: `UPDATE trades SET quantity = 1 WHERE scope = 's' AND trade_id = 'forged'`,
 		check:  func() { gone(); quarantined() },
@@ -82,7 +82,8 @@ func TestHandlers_RestoreTrade(t *testing.T) {
 		t.Fatalf("restore of an absent row has Before %v", a.Before)
 	}
 	contract{
-		exact: true,
+		exact:     true,
+		withdraws: true, // t1 is at seq 3, verified through 4
 		move: `INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts)
 VALUES ('s', 't1', 1, 3, 'ACME', 100, 6, 'b-t1', 's-t1', 'A', 'B', '2026-03-01 09:30:03.123456+00')`,
 		unmove: `DELETE FROM trades WHERE scope = 's' AND trade_id = 't1'`,

@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -93,6 +94,33 @@ type Workflow struct {
 	clock   func() time.Time
 	leases  *leaseSession
 	log     logr.Logger
+	// withdrawn: per scope, the verified-through its reverts withdrew
+	// (Handlers.Withdrawn) since the scope's last Rollback began.
+	withdrawn withdrawals
+}
+
+// withdrawals records the certificates reverts withdrew, per scope.
+type withdrawals struct {
+	mu      sync.Mutex
+	through map[string]int64
+}
+
+func (w *withdrawals) add(scope string, through int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.through == nil {
+		w.through = map[string]int64{}
+	}
+	w.through[scope] = max(w.through[scope], through)
+}
+
+// take returns and forgets what was withdrawn of scope.
+func (w *withdrawals) take(scope string) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := w.through[scope]
+	delete(w.through, scope)
+	return t
 }
 
 // NewWorkflow validates cfg and wires the workflow.
@@ -130,6 +158,11 @@ func NewWorkflow(cfg WorkflowConfig) (*Workflow, error) {
 	dry.DryRun = true
 	w := &Workflow{store: cfg.Store, dry: &dry, runs: &Runs{Pool: pool}, journal: &Journal{Pool: pool}, audit: &Auditor{Pool: pool},
 		tel: tel, clock: cfg.Clock, leases: leases, log: cfg.Log}
+	h.Withdrawn = func(scope string, through int64) {
+		w.withdrawn.add(scope, through)
+		w.log.Info("a revert withdrew the scope's completeness certificate: the recovery re-verifies from genesis",
+			"scope", scope, "verifiedThrough", through)
+	}
 	w.core = &recon.Workflow{
 		Provider: &Provider{Pool: read, Source: cfg.Source, PageEvents: cfg.PageEvents, Clock: cfg.Clock,
 			StaleAfter: cfg.StaleAfter, Publisher: cfg.Publisher},
@@ -276,12 +309,20 @@ func (w *Workflow) Apply(ctx context.Context, plan *recon.Plan, opt recon.ApplyO
 
 // Rollback reverts a successful apply from its outcome (recon), under the
 // scope's lease.
+//
+// A revert that puts a record back into the scope's verified window
+// withdraws its certificate (store.WithdrawTx, in the revert's
+// transaction); the outcome's WithdrawnThrough says which.
 func (w *Workflow) Rollback(ctx context.Context, o *recon.Outcome, principal string) (*recon.RollbackOutcome, error) {
 	start := time.Now()
-	ro, err := w.core.Rollback(ctx, o, principal)
 	scope := ""
 	if o != nil {
 		scope = o.Scope
+	}
+	w.withdrawn.take(scope)
+	ro, err := w.core.Rollback(ctx, o, principal)
+	if ro != nil {
+		ro.WithdrawnThrough = w.withdrawn.take(scope)
 	}
 	w.tel.Rollback(scope, ro, err, time.Since(start))
 	return ro, err
