@@ -276,6 +276,7 @@ func (ro *rollbackOptions) run(ctx context.Context, name string) error {
 		fmt.Fprintf(out, "ProjectionReconciliation %s/%s: run %s is not in status; the controller reverts what it still has applied in this scope, as its audit trail and journal record it\n",
 			r.Namespace, r.Name, corr)
 	}
+	fmt.Fprintln(out, "A rollback puts the drift back. What it puts back inside the window the recovery has verified withdraws that verification: the scope re-verifies from genesis and refuses again what the source contradicts.")
 	if !ro.yes {
 		if err := confirm(ro.streams.In, out, fmt.Sprintf("Type the correlation id to roll it back as %s: ", user), corr, "requested"); err != nil {
 			return err

@@ -375,7 +375,7 @@ func TestEnvtest_PluginApproveAndRollback(t *testing.T) {
 	// rollback --run names a run status does not show (a crashed apply a
 	// plan_stale refusal named): typed to confirm, written as asked.
 	r = plugin(t, kc, ns, strings.NewReader("corr-crashed\n"), "rollback", "recon-a", "--run", "corr-crashed")
-	if r.code != ExitOK || !strings.Contains(r.out, "run corr-crashed is not in status") {
+	if r.code != ExitOK || !strings.Contains(r.out, "run corr-crashed is not in status") || !strings.Contains(r.out, "withdraws that verification") {
 		t.Fatalf("rollback --run exit %d, want 0 with the run named; out %q", r.code, r.out)
 	}
 	if rb := getRecon(t, ctx, ns, "recon-a").Spec.Rollback; rb == nil || rb.CorrelationID != "corr-crashed" || rb.Approver != user {

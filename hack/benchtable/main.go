@@ -16,8 +16,9 @@ limitations under the License.
 
 // Command benchtable reads the output of `make bench` (every benchmark's
 // result lines, in one run) and prints one table: each figure the
-// performance issues set a goal for, its value in this run, the goal, and
-// whether it is met. A figure whose benchmark did not run says so; it is
+// performance issues set a goal for, its value in this run (the median and
+// range when a benchmark ran more than once), the goal, and whether the
+// median meets it. A figure whose benchmark did not run says so; it is
 // never left out.
 //
 //	hack/bench.sh | tee bin/bench.out; go run ./hack/benchtable < bin/bench.out
@@ -29,13 +30,15 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 )
 
 // results maps "BenchmarkName/sub" (the -N GOMAXPROCS suffix removed) to
-// its metrics by unit.
-type results map[string]map[string]float64
+// its metrics by unit, one value per run of the benchmark (-count), in
+// output order.
+type results map[string]map[string][]float64
 
 var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+(.*)$`)
 
@@ -52,7 +55,7 @@ func parse(r io.Reader) (results, error) {
 		fields := strings.Fields(m[3])
 		metrics := out[m[1]]
 		if metrics == nil {
-			metrics = map[string]float64{}
+			metrics = map[string][]float64{}
 			out[m[1]] = metrics
 		}
 		for i := 0; i+1 < len(fields); i += 2 {
@@ -60,33 +63,71 @@ func parse(r io.Reader) (results, error) {
 			if err != nil {
 				continue
 			}
-			metrics[fields[i+1]] = v
+			metrics[fields[i+1]] = append(metrics[fields[i+1]], v)
 		}
 	}
 	return out, sc.Err()
 }
 
-// figure is one row: how to get its value from the results, and its goal.
+// sample is a figure's values over the runs of its benchmark: the table
+// shows the median, and the range when there is more than one run. A goal
+// is judged on the median: one lucky or unlucky run of a noisy machine
+// decides nothing (`make bench BENCH_COUNT=3`).
+type sample []float64
+
+func (s sample) median() float64 {
+	v := append([]float64(nil), s...)
+	sort.Float64s(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+func (s sample) spread() (lo, hi float64) {
+	lo, hi = s[0], s[0]
+	for _, v := range s[1:] {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return lo, hi
+}
+
+// figure is one row: how to get its values from the results, and its goal.
 type figure struct {
 	issue, name string
-	value       func(results) (float64, bool)
+	value       func(results) (sample, bool)
 	goal        string
 	met         func(float64) bool // nil: reported, no goal
 }
 
-func metric(bench, unit string) func(results) (float64, bool) {
-	return func(r results) (float64, bool) {
-		v, ok := r[bench][unit]
-		return v, ok
+func metric(bench, unit string) func(results) (sample, bool) {
+	return func(r results) (sample, bool) {
+		v := r[bench][unit]
+		return v, len(v) > 0
 	}
 }
 
-// ratio is a/b of two metrics of the same run.
-func ratio(benchA, unitA, benchB, unitB string) func(results) (float64, bool) {
-	return func(r results) (float64, bool) {
-		a, okA := r[benchA][unitA]
-		b, okB := r[benchB][unitB]
-		return a / b, okA && okB && b != 0
+// ratio is a/b of two metrics: run by run when both benchmarks ran as often
+// (run i of one against run i of the other, each pair measured in the same
+// stretch of the machine's time), else the ratio of their medians.
+func ratio(benchA, unitA, benchB, unitB string) func(results) (sample, bool) {
+	return func(r results) (sample, bool) {
+		a, b := sample(r[benchA][unitA]), sample(r[benchB][unitB])
+		if len(a) == 0 || len(b) == 0 {
+			return nil, false
+		}
+		if len(a) != len(b) {
+			a, b = sample{a.median()}, sample{b.median()}
+		}
+		out := make(sample, len(a))
+		for i := range a {
+			if b[i] == 0 {
+				return nil, false
+			}
+			out[i] = a[i] / b[i]
+		}
+		return out, true
 	}
 }
 
@@ -145,10 +186,16 @@ func render(w io.Writer, r results) {
 	fmt.Fprintln(w, "| issue | figure | measured | goal | met |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, f := range figures {
-		v, ok := f.value(r)
+		s, ok := f.value(r)
 		measured, goal, met := "not measured", f.goal, "no"
+		var v float64
 		if ok {
+			v = s.median()
 			measured = format(v)
+			if len(s) > 1 {
+				lo, hi := s.spread()
+				measured = fmt.Sprintf("%s (%s–%s, n=%d)", measured, format(lo), format(hi), len(s))
+			}
 		}
 		switch {
 		case f.met == nil:

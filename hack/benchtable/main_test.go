@@ -21,7 +21,7 @@ import (
 	"testing"
 )
 
-const sample = `goos: linux
+const once = `goos: linux
 BenchmarkCatchUpFromGenesis-2   	       1	58000000000 ns/op	  0.41 ratio_to_copy	  812.5 B/event	  31 allocs/event	  55000 events/s	  4.1 t4N/tN	 123 B/op
 BenchmarkReverifyFromGenesis-2  	       1	 1 ns/op	  27500 events/s	 9.7 t4N/tN
 BenchmarkLiveDuringCatchUp/slices-2         	       1	 1 ns/op	 6.7 p99_during/alone	 227 during_max_ms	 0.18 rate_live/quiet
@@ -35,7 +35,7 @@ PASS
 // computed, goals are judged, and a benchmark that did not run is reported
 // as not measured rather than dropped.
 func TestTable(t *testing.T) {
-	r, err := parse(strings.NewReader(sample))
+	r, err := parse(strings.NewReader(once))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,5 +60,45 @@ func TestTable(t *testing.T) {
 	}
 	if n := strings.Count(out, "\n"); n != len(figures)+2 {
 		t.Fatalf("%d lines, want a header, a rule and %d figures", n, len(figures))
+	}
+}
+
+// repeated is `make bench BENCH_COUNT=3`: the store's benchmarks ran three
+// times each.
+const repeated = `BenchmarkCatchUpFromGenesis-2   	       1	1 ns/op	  0.62 ratio_to_copy	  900 B/event	  12 allocs/event	  60000 events/s	  4.9 t4N/tN
+BenchmarkCatchUpFromGenesis-2   	       1	1 ns/op	  0.83 ratio_to_copy	  880 B/event	  12 allocs/event	  90000 events/s	  4.2 t4N/tN
+BenchmarkCatchUpFromGenesis-2   	       1	1 ns/op	  0.81 ratio_to_copy	  890 B/event	  13 allocs/event	  80000 events/s	  4.3 t4N/tN
+BenchmarkReverifyFromGenesis-2  	       1	1 ns/op	  15000 events/s	 12 t4N/tN
+BenchmarkReverifyFromGenesis-2  	       1	1 ns/op	  30000 events/s	 11 t4N/tN
+BenchmarkReverifyFromGenesis-2  	       1	1 ns/op	  24000 events/s	 13 t4N/tN
+`
+
+// TestTable_Repeated: a figure of a benchmark that ran several times is its
+// median, shown with its range and count, and judged on the median (one
+// slow run does not fail a goal, one fast run does not meet it); a ratio
+// of two benchmarks pairs their runs in order.
+func TestTable_Repeated(t *testing.T) {
+	r, err := parse(strings.NewReader(repeated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	render(&b, r)
+	out := b.String()
+	for _, tc := range []struct{ name, row string }{
+		{"median meets, one run does not", "| 12 | store catch-up from genesis: t(COPY of the rows written) / t(catch-up) | 0.81 (0.62–0.83, n=3) | ≥ 0.8 | yes |"},
+		{"median of a figure without goal", "| 12 | store catch-up: events/s | 80000 (60000–90000, n=3) | — | — |"},
+		{"linear on the median, not on its slowest run", "| 12 | bootstrap t(4N)/t(N) | 4.3 (4.2–4.9, n=3) | ≤ 4.4 | yes |"},
+		{"ratio run by run: 0.25, 0.333, 0.3", "| 12 | re-verification / bootstrap rate | 0.3 (0.25–0.3333, n=3) | ≥ 0.7 | no |"},
+		{"a benchmark that did not run", "| 12 | end to end through the manager / store alone (same pages) | not measured | ≥ 0.7 | no |"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(out, tc.row) {
+				t.Fatalf("row %q not in\n%s", tc.row, out)
+			}
+		})
+	}
+	if got := (sample{3, 1, 4, 2}).median(); got != 2.5 {
+		t.Fatalf("median of an even count = %v, want 2.5", got)
 	}
 }
