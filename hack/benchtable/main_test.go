@@ -35,13 +35,7 @@ PASS
 // computed, goals are judged, and a benchmark that did not run is reported
 // as not measured rather than dropped.
 func TestTable(t *testing.T) {
-	r, err := parse(strings.NewReader(once))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	render(&b, r)
-	out := b.String()
+	out := table(t, once)
 	for _, tc := range []struct{ name, row string }{
 		{"ratio below goal", "| 12 | store catch-up from genesis: t(COPY of the rows written) / t(catch-up) | 0.41 | ≥ 0.8 | no |"},
 		{"bytes within goal", "| 12 | store catch-up: bytes allocated per event | 812.5 | ≤ 1024 | yes |"},
@@ -52,11 +46,7 @@ func TestTable(t *testing.T) {
 		{"not run", "| 12 | end to end through the manager / store alone (same pages) | not measured | ≥ 0.7 | no |"},
 		{"sub-benchmark, not its sibling", "| 14 | live p99 during a catch-up / alone (write slices, default budget) | 6.7 | ≤ 2 | no |"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if !strings.Contains(out, tc.row) {
-				t.Fatalf("row %q not in\n%s", tc.row, out)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { hasRow(t, out, tc.row) })
 	}
 	if n := strings.Count(out, "\n"); n != len(figures)+2 {
 		t.Fatalf("%d lines, want a header, a rule and %d figures", n, len(figures))
@@ -78,13 +68,7 @@ BenchmarkReverifyFromGenesis-2  	       1	1 ns/op	  24000 events/s	 13 t4N/tN
 // slow run does not fail a goal, one fast run does not meet it); a ratio
 // of two benchmarks pairs their runs in order.
 func TestTable_Repeated(t *testing.T) {
-	r, err := parse(strings.NewReader(repeated))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	render(&b, r)
-	out := b.String()
+	out := table(t, repeated)
 	for _, tc := range []struct{ name, row string }{
 		{"median meets, one run does not", "| 12 | store catch-up from genesis: t(COPY of the rows written) / t(catch-up) | 0.81 (0.62–0.83, n=3) | ≥ 0.8 | yes |"},
 		{"median of a figure without goal", "| 12 | store catch-up: events/s | 80000 (60000–90000, n=3) | — | — |"},
@@ -92,13 +76,28 @@ func TestTable_Repeated(t *testing.T) {
 		{"ratio run by run: 0.25, 0.333, 0.3", "| 12 | re-verification / bootstrap rate | 0.3 (0.25–0.3333, n=3) | ≥ 0.7 | no |"},
 		{"a benchmark that did not run", "| 12 | end to end through the manager / store alone (same pages) | not measured | ≥ 0.7 | no |"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if !strings.Contains(out, tc.row) {
-				t.Fatalf("row %q not in\n%s", tc.row, out)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { hasRow(t, out, tc.row) })
 	}
 	if got := (sample{3, 1, 4, 2}).median(); got != 2.5 {
 		t.Fatalf("median of an even count = %v, want 2.5", got)
+	}
+}
+
+// table is the table benchtable prints for the bench output in.
+func table(t *testing.T, in string) string {
+	t.Helper()
+	r, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	render(&b, r)
+	return b.String()
+}
+
+func hasRow(t *testing.T, out, row string) {
+	t.Helper()
+	if !strings.Contains(out, row) {
+		t.Fatalf("row %q not in\n%s", row, out)
 	}
 }

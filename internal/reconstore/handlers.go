@@ -157,7 +157,6 @@ var anywhere = []*int64{nil}
 func (h *Handlers) compareAndWrite(ctx context.Context, a recon.Action, t transition) error {
 	var withdrew int64
 	err := h.write(ctx, a, func(ctx context.Context, tx pgx.Tx) error {
-		withdrew = 0 // the transaction may be retried by the caller
 		cur, err := t.read(ctx, tx)
 		if err != nil {
 			return err
