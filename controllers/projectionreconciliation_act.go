@@ -199,9 +199,7 @@ func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *re
 		// Some reverts committed and withdrew the certificate: the
 		// recovery must re-verify now, not at its next interval, so that
 		// its status stops claiming CURRENT at once.
-		if err := r.touchRecovery(ctx, s, rb.CorrelationID); err != nil {
-			logf.FromContext(ctx).Info("could not re-trigger the ProjectionRecovery", "recovery", s.recovery.Name, "err", err.Error())
-		}
+		r.retrigger(ctx, s, rb.CorrelationID)
 	}
 	return nil
 }
@@ -217,13 +215,18 @@ func withdrawnMessage(through int64) string {
 // then a dry run refreshes the report and plan in the same reconcile.
 func (r *ProjectionReconciliationReconciler) repairedThen(ctx context.Context, s *reconScope, correlationID string) error {
 	s.repaired = true
+	r.retrigger(ctx, s, correlationID)
+	return r.dryRun(ctx, s)
+}
+
+// retrigger asks the recovery for a cycle now, naming the repair run. The
+// repair is done and recorded and the recovery runs at its next interval
+// anyway, so a failure is logged, never returned: a retried reconcile could
+// not redo the repair, but it would lose this outcome's status write.
+func (r *ProjectionReconciliationReconciler) retrigger(ctx context.Context, s *reconScope, correlationID string) {
 	if err := r.touchRecovery(ctx, s, correlationID); err != nil {
-		// The repair is done and recorded; the recovery runs at its next
-		// interval anyway. Say so, never fail the reconcile (a retry could
-		// not re-apply, but it would lose this outcome's status write).
 		logf.FromContext(ctx).Info("could not re-trigger the ProjectionRecovery", "recovery", s.recovery.Name, "err", err.Error())
 	}
-	return r.dryRun(ctx, s)
 }
 
 // touchRecovery annotates the ProjectionRecovery: requested-at (its
