@@ -188,7 +188,13 @@ func deleteBasis(ctx context.Context, tx pgx.Tx, scope, acct, instr string) erro
 
 // writeBasis upserts the key's basis row. A numeric value the row holds
 // already keeps its stored scale (keepScale), so a revert is byte-exact
-// for every value the repair did not change.
+// for every value the repair did not change. The derived position and the
+// deferred mark (migration 00005) are left as they are, so a revert is
+// byte-exact there too: they are a hint, never a proof. A page defers a key
+// only where its row holds that position, and every deferred key is
+// re-derived from the basis before any slice makes the scope CURRENT
+// (store/deferred.go), so a hint the new basis no longer supports costs a
+// full fold, never a certificate.
 func writeBasis(ctx context.Context, tx pgx.Tx, scope, acct, instr string, seq, qty, avg any) error {
 	_, err := tx.Exec(ctx, `
 INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)

@@ -201,7 +201,13 @@ func TestMigrate_UpgradesAHandRolledDatabase(t *testing.T) {
 	run := addRun(t, s, "s", PhaseActive, nil)
 	l := lease(t, s, "s", "a")
 	src := baseLedger(t)
+	// This binary's pages need 00005's columns of the basis; the previous
+	// release's rows are written with them, then the columns are dropped, so
+	// the upgrade below meets basis rows exactly as that release left them.
+	mustExec(t, s, `ALTER TABLE projection_catchup_basis ADD COLUMN derived_quantity numeric, ADD COLUMN derived_avg_cost numeric,
+    ADD COLUMN deferred boolean NOT NULL DEFAULT false`)
 	catchUp(t, s, l, run, src, 2)
+	mustExec(t, s, `ALTER TABLE projection_catchup_basis DROP COLUMN derived_quantity, DROP COLUMN derived_avg_cost, DROP COLUMN deferred`)
 	before := snapshot(t, s)
 	if !strings.Contains(before, "CURRENT") || outbox(t, s) == nil {
 		t.Fatalf("the previous release's state is not there to lose:\n%s", before)
@@ -216,7 +222,9 @@ func TestMigrate_UpgradesAHandRolledDatabase(t *testing.T) {
 	if len(applied) != len(KnownMigrations()) || applied[0].Version != 1 || applied[0].Name != "00001_ri06-automatic-recovery.sql" {
 		t.Fatalf("applied %+v, want 00001 adopted and every later migration applied", applied)
 	}
-	if after := snapshot(t, s); after != before {
+	// 00005 gives every basis row an unknown derived position and no
+	// deferral (",,,f" at the end of the row); nothing else may differ.
+	if after := snapshot(t, s); strings.ReplaceAll(after, ",,,f)", ")") != before {
 		t.Fatalf("the upgrade lost data:\nbefore %s\nafter  %s", before, after)
 	}
 	if got, _ := s.ReadLease(ctxb, "s"); got.Fence != l.Fence || got.Owner != "a" {

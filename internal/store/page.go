@@ -44,6 +44,7 @@ type PageResult struct {
 	TouchedKeys        int    // position keys re-derived (a key counts once per slice that touched it)
 	ChangedKeys        int    // keys whose position differs from the pre-slice value (outbox rows, R2)
 	NewerLegs          int64  // retained trade legs newer than their slice re-folded into its keys (R1), summed over slices
+	DeferredKeys       int    // keys whose full re-derivation a slice deferred (deferred.go), summed over slices
 	LockWaited         bool   // a transaction was waiting for the projection write lock when the last slice finished
 	State              string // CURRENT or CATCHING_UP
 	// VerifiedAt is the cursor's new last_verified_at, PostgreSQL's clock at
@@ -151,6 +152,12 @@ func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *Prepare
 	for !pp.prep.done() {
 		n := s.slices.size(run.Scope)
 		sl := pp.prep.nextSlice(n)
+		if sl.makesCurrent(run) {
+			// No slice makes the scope CURRENT over a deferred key.
+			if err := s.flushDeferred(ctx, l, run, sl, &total); err != nil {
+				return total, err
+			}
+		}
 		res, held, err := s.applySlice(ctx, l, run, sl)
 		if err != nil {
 			return total, err
@@ -282,6 +289,7 @@ func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageR
 		}
 	}
 
+	w.noDefer = s.hooks.foldAll || p.flush || p.makesCurrent(run)
 	if err := w.checkLegacy(ctx); err != nil {
 		return PageResult{}, commitPoints{}, err
 	}
@@ -302,15 +310,20 @@ func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageR
 	if p.through == pg.BoundarySeq || (run.Phase == PhaseDraining && p.through == *run.FrozenSeq) {
 		state = StateCurrent
 		// Before claiming completeness, no balance may exist that no page
-		// ever explained (FR-APR07 "re-verifies every retained row").
+		// ever explained (FR-APR07 "re-verifies every retained row"), and
+		// every key must be re-derived from its retained trades (R1).
 		if err := w.checkPhantomBalances(ctx); err != nil {
+			return PageResult{}, commitPoints{}, err
+		}
+		if err := w.deferredLeft(ctx); err != nil {
 			return PageResult{}, commitPoints{}, err
 		}
 	}
 	res := PageResult{
 		Scope: scope, AfterSeq: p.after, VerifiedThroughSeq: p.through, ChainDigest: p.digest,
 		EventCount: cur.EventCount + int64(p.applied), BoundarySeq: pg.BoundarySeq, Applied: p.applied,
-		InsertedTrades: w.inserted, OrderEvents: w.orderEvents, TouchedKeys: len(p.keys), ChangedKeys: w.changed, NewerLegs: w.newer, State: state,
+		InsertedTrades: w.inserted, OrderEvents: w.orderEvents, TouchedKeys: len(p.keys), ChangedKeys: w.changed, NewerLegs: w.newer,
+		DeferredKeys: w.deferred, State: state,
 	}
 	if err := sameRun(ctx, tx, run, true); err != nil {
 		return PageResult{}, commitPoints{}, err

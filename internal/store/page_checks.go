@@ -49,6 +49,8 @@ type pageTx struct {
 	orderEvents   int64
 	changed       int
 	newer         int64 // retained legs newer than the page folded into its keys (R1)
+	noDefer       bool  // every key is folded in full: a flush slice, or one that makes the scope CURRENT (deferred.go)
+	deferred      int   // keys whose derivation the slice deferred (deferFold)
 }
 
 // tempTables are created once per connection and emptied at every commit
@@ -66,7 +68,7 @@ CREATE TEMP TABLE IF NOT EXISTS page_trades (trade_id text, trade_seq bigint, se
 CREATE TEMP TABLE IF NOT EXISTS page_keys (account text, instrument text) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS page_positions (account text, instrument text, quantity numeric, avg_cost numeric,
     opening_quantity numeric, opening_avg_cost numeric, opening_proven boolean, opening_seq bigint,
-    basis_quantity numeric, basis_avg_cost numeric, changed boolean) ON COMMIT DELETE ROWS;
+    basis_quantity numeric, basis_avg_cost numeric, changed boolean, deferred boolean) ON COMMIT DELETE ROWS;
 SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL jit = off;`
 
@@ -83,7 +85,7 @@ const (
 	copyTradesSQL = `COPY trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
     buy_account, sell_account, ts, booking_status, written_by) FROM STDIN (FORMAT binary)`
 	copyPagePositionsSQL = `COPY page_positions (account, instrument, quantity, avg_cost, opening_quantity, opening_avg_cost,
-    opening_proven, opening_seq, basis_quantity, basis_avg_cost, changed) FROM STDIN (FORMAT binary)`
+    opening_proven, opening_seq, basis_quantity, basis_avg_cost, changed, deferred) FROM STDIN (FORMAT binary)`
 )
 
 // copyPageTrades streams the slice's trades into page_trades.
@@ -145,7 +147,7 @@ func (c *copyBuf) order(scope string, o *wire.Order) {
 
 // copyPagePositions streams the derived positions into page_positions.
 func (w *pageTx) copyPagePositions(ctx context.Context) error {
-	c := getCopyBuf(11)
+	c := getCopyBuf(12)
 	defer putCopyBuf(c)
 	for i := range w.rows {
 		r := &w.rows[i]
@@ -161,6 +163,7 @@ func (w *pageTx) copyPagePositions(ctx context.Context) error {
 		c.numeric(r.newBasis.Quantity)
 		c.numeric(r.newBasis.AvgCost)
 		c.boolean(r.changed)
+		c.boolean(r.deferred)
 	}
 	_, err := c.send(ctx, w.tx, copyPagePositionsSQL)
 	return err
@@ -423,6 +426,8 @@ type posRow struct {
 	basis            position.State
 	final, newBasis  position.State
 	changed          bool
+	derived          *position.State // the basis row's derived position (NULL: nil)
+	deferred         bool            // the slice took derived as the key's fold (derivedHolds)
 }
 
 func (r posRow) describe() string { return fmt.Sprintf("%s/%s", r.k.account, r.k.instrument) }

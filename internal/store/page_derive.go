@@ -52,21 +52,25 @@ func (w *pageTx) derive(ctx context.Context) error {
 	rows, err := w.tx.Query(ctx, `
 SELECT k.account, k.instrument, p.scope IS NOT NULL,
        coalesce(p.quantity, 0), coalesce(p.avg_cost, 0), coalesce(p.opening_quantity, 0), coalesce(p.opening_avg_cost, 0),
-       coalesce(p.opening_proven, true), p.opening_seq, b.basis_seq, coalesce(b.quantity, 0), coalesce(b.avg_cost, 0)
+       coalesce(p.opening_proven, true), p.opening_seq, b.basis_seq, coalesce(b.quantity, 0), coalesce(b.avg_cost, 0),
+       b.derived_quantity, b.derived_avg_cost
   FROM page_keys k
   LEFT JOIN positions p ON p.scope = $1 AND p.account = k.account AND p.instrument = k.instrument
   LEFT JOIN projection_catchup_basis b ON b.scope = $1 AND b.account = k.account AND b.instrument = k.instrument`, w.scope)
 	if err != nil {
 		return dbErr("store: read touched keys", err)
 	}
-	byKey := map[key]*posRow{}
 	w.rows = make([]posRow, 0, len(w.p.keys))
 	for rows.Next() {
 		var r posRow
+		var dq, da decimal.NullDecimal
 		if err := rows.Scan(&r.k.account, &r.k.instrument, &r.exists, &r.pre.Quantity, &r.pre.AvgCost, &r.openQty, &r.openAvg,
-			&r.openProven, &r.openSeq, &r.basisSeq, &r.basis.Quantity, &r.basis.AvgCost); err != nil {
+			&r.openProven, &r.openSeq, &r.basisSeq, &r.basis.Quantity, &r.basis.AvgCost, &dq, &da); err != nil {
 			rows.Close()
 			return dbErr("store: scan touched key", err)
+		}
+		if dq.Valid && da.Valid {
+			r.derived = &position.State{Quantity: dq.Decimal, AvgCost: da.Decimal}
 		}
 		w.rows = append(w.rows, r)
 	}
@@ -74,38 +78,27 @@ SELECT k.account, k.instrument, p.scope IS NOT NULL,
 	if err := rows.Err(); err != nil {
 		return dbErr("store: read touched keys", err)
 	}
+	// Keys whose last full fold still holds (derivedHolds) are not re-read:
+	// their fold is taken as unchanged and they are marked deferred.
+	var missA, missI []string
 	for i := range w.rows {
-		byKey[w.rows[i].k] = &w.rows[i]
+		r := &w.rows[i]
+		if r.deferred = !w.noDefer && w.derivedHolds(r); !r.deferred {
+			missA, missI = append(missA, r.k.account), append(missI, r.k.instrument)
+		}
 	}
-
-	// Retained BOOKED trade legs of the touched keys after each key's basis
-	// (all of them without a basis): the trades of the page already retained
-	// and live trades newer than the page, which R1 keeps.
-	// LATERAL forces one index range probe per key (trades_buy_key /
-	// trades_sell_key: scope, account, instrument, seq > basis). Without it,
-	// stale statistics during a bulk catch-up made the planner scan every
-	// trade of the scope per page, turning catch-up quadratic.
-	rows, err = w.tx.Query(ctx, `
-SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
-  FROM page_keys k
-  LEFT JOIN projection_catchup_basis b ON b.scope = $1 AND b.account = k.account AND b.instrument = k.instrument
-  CROSS JOIN LATERAL (
-      SELECT seq, trade_seq, 0 AS leg, quantity, price FROM trades
-       WHERE scope = $1 AND buy_account = k.account AND instrument = k.instrument
-         AND seq > coalesce(b.basis_seq, 0) AND booking_status = 'BOOKED'
-      UNION ALL
-      SELECT seq, trade_seq, 1 AS leg, -quantity, price FROM trades
-       WHERE scope = $1 AND sell_account = k.account AND instrument = k.instrument
-         AND seq > coalesce(b.basis_seq, 0) AND booking_status = 'BOOKED') t`, w.scope)
-	if err != nil {
-		return dbErr("store: read retained trades", err)
-	}
-	retained, err := w.scanLegs(rows)
-	if err != nil {
-		return err
+	retained := map[key][]position.NumFill{}
+	if len(missA) > 0 {
+		if retained, err = w.readLegs(ctx, missA, missI); err != nil {
+			return err
+		}
 	}
 	for i := range w.rows {
 		r := &w.rows[i]
+		if r.deferred {
+			w.deferFold(r)
+			continue
+		}
 		open := w.p.openings[r.k]
 		if r.exists && !r.openProven && open == nil {
 			return refuse(codes.UnprovenInitialBalance, "key %s has an unproven opening balance %s@%s", r.describe(), r.openQty, r.openAvg)

@@ -55,6 +55,7 @@ type prepared struct {
 	lockKeys    []key // keys the slice locks: keys plus its order versions' (KeyLocks)
 	seenLock    map[key]bool
 	fills       map[key][]fillRow // slice trade legs by key (for trades found missing)
+	flush       bool              // no event: re-derives deferred keys in full at the cursor (flushDeferred)
 }
 
 func newSlice(page *source.Page, after int64, digestAfter string, orderBy map[orderKey]*wire.Order) *prepared {

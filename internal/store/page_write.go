@@ -65,10 +65,11 @@ WHERE (p.quantity, p.avg_cost, p.opening_quantity, p.opening_avg_cost, p.opening
 		return dbErr("store: upsert positions", err)
 	}
 	if _, err := w.tx.Exec(ctx, `
-INSERT INTO projection_catchup_basis AS b (scope, account, instrument, basis_seq, quantity, avg_cost)
-SELECT $1, account, instrument, $2, basis_quantity, basis_avg_cost FROM page_positions
+INSERT INTO projection_catchup_basis AS b (scope, account, instrument, basis_seq, quantity, avg_cost, derived_quantity, derived_avg_cost, deferred)
+SELECT $1, account, instrument, $2, basis_quantity, basis_avg_cost, quantity, avg_cost, deferred FROM page_positions
 ON CONFLICT (scope, account, instrument) DO UPDATE SET
-    basis_seq = EXCLUDED.basis_seq, quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost`, w.scope, w.p.through); err != nil {
+    basis_seq = EXCLUDED.basis_seq, quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost,
+    derived_quantity = EXCLUDED.derived_quantity, derived_avg_cost = EXCLUDED.derived_avg_cost, deferred = EXCLUDED.deferred`, w.scope, w.p.through); err != nil {
 		return dbErr("store: upsert basis", err)
 	}
 	// R2: one outbox row per key whose final position differs from its

@@ -188,6 +188,7 @@ func (r PageResult) plus(s PageResult) PageResult {
 	r.TouchedKeys += s.TouchedKeys
 	r.ChangedKeys += s.ChangedKeys
 	r.NewerLegs += s.NewerLegs
+	r.DeferredKeys += s.DeferredKeys
 	r.LockWaited, r.VerifiedAt = s.LockWaited, s.VerifiedAt
 	r.Slices++
 	return r

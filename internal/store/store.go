@@ -62,6 +62,9 @@ type hooks struct {
 	// re-read that decides a failed commit's outcome (commitOutcomeTimeout).
 	commit         func(ctx context.Context, tx pgx.Tx) error
 	outcomeTimeout time.Duration
+	// foldAll turns deferral off: every slice folds every key in full
+	// (deferred.go), the behaviour deferral must reproduce.
+	foldAll bool
 }
 
 // Open connects to dsn and pings.
