@@ -168,6 +168,7 @@ type propCase struct {
 	Schedule    uint64   // seed of the interleaving
 	SliceEvents int      // write slice size (store.SetSliceEvents); 0: slices sized by the lock budget
 	MidPage     float64  // probability that the live projector receives events between two slices of a page
+	Resets      int      // cursor resets (FR-APR07) at random page actions: the projection, full, is re-verified from genesis
 }
 
 // drawCase draws a case. Sizes favour small cases (most bugs need few
@@ -225,6 +226,11 @@ func drawCase(seed uint64) propCase {
 	// before pages committed in slices.
 	c.SliceEvents = []int{0, 1, 1 + r.IntN(5), 1 + r.IntN(40)}[r.IntN(4)]
 	c.MidPage = []float64{0, 0.3, 1}[r.IntN(3)]
+	// Drawn after everything else, for the same reason. A reset deletes
+	// the cursor row as an operator would (FR-APR07): the bases stay, so
+	// the re-verification defers the keys it only verifies (deferred.go)
+	// while live writes keep landing, and must still end in the replay.
+	c.Resets = []int{0, 0, 1, 2}[r.IntN(4)]
 	return c
 }
 
@@ -311,7 +317,7 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 	orderVersions := map[string]int64{} // orders.version seen after the previous page
 	r := rand.New(rand.NewPCG(c.Schedule, 0x73636864))
 	var pending [][]byte // published, not yet received by the live projector
-	var pages, refusedSizes, delivered int
+	var pages, refusedSizes, delivered, resets int
 	var inStep, inLive, inPage, inApply time.Duration // wall time per action kind (reported, to size the cases)
 	verified := int64(0)
 	// deliver hands the live projector one pending event (the oldest, or a
@@ -346,10 +352,22 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 		}
 	})
 	defer w.s.SetAfterCommit(nil)
+	// reset deletes the cursor row between pages (never inside one: the
+	// lease holder's page is one call here).
+	reset := func() {
+		if _, err := w.trade.Exec(propCtx, `DELETE FROM projection_catchup_cursor WHERE scope = $1`, scope); err != nil {
+			t.Fatal(err)
+		}
+		resets, verified = resets+1, 0
+	}
 	for {
 		canStep, canDeliver := int(lg.Committed()) < c.Commands, len(pending) > 0 || len(feed.msgs) > 0
 		canPage := verified < lg.Committed()
 		if !canStep && !canDeliver && !canPage {
+			if resets < c.Resets {
+				reset() // a reset of a CURRENT scope: the whole history re-verified
+				continue
+			}
 			break
 		}
 		x := r.Float64() * (weight(canStep, c.WStep) + weight(canDeliver, c.WDeliver) + weight(canPage, c.WPage))
@@ -370,6 +388,10 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 			deliver()
 			inLive += time.Since(began)
 		default:
+			if resets < c.Resets && verified > 0 && r.IntN(4) == 0 {
+				reset()
+				continue
+			}
 			cur, err := w.s.ReadCursor(propCtx, scope)
 			if err != nil {
 				t.Fatal(err)
@@ -413,9 +435,9 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 	}
 	src.Boundary = lg.Committed()
 	st := m.Stats()
-	t.Logf("B %d, %d events, feed dropped %d of them, %d deliveries (%s), %d pages (%s; %d refused sizes re-asked), member %s apply %s",
+	t.Logf("B %d, %d events, feed dropped %d of them, %d deliveries (%s), %d pages (%s; %d refused sizes re-asked; %d cursor resets), member %s apply %s",
 		src.Boundary, len(src.Events), st.Dropped, delivered, inLive.Round(time.Millisecond), pages, inPage.Round(time.Millisecond),
-		refusedSizes, inStep.Round(time.Millisecond), inApply.Round(time.Millisecond))
+		refusedSizes, resets, inStep.Round(time.Millisecond), inApply.Round(time.Millisecond))
 	assertScope(t, w, scope, src)
 	return src
 }
@@ -480,6 +502,15 @@ func assertScope(t *testing.T, w *propWorker, scope string, src *storetest.Ledge
 		t.Errorf("%s: cursor digest %s, member's chain %s", scope, cur.ChainDigest, want)
 	}
 	pool := w.s.Pool()
+	// CURRENT certifies every key re-derived from its retained trades: none
+	// may be left deferred (docs/reverification.md).
+	var deferred int
+	if err := pool.QueryRow(propCtx, `SELECT count(*) FROM projection_catchup_basis WHERE scope = $1 AND deferred`, scope).Scan(&deferred); err != nil {
+		t.Fatal(err)
+	}
+	if deferred != 0 {
+		t.Errorf("%s: CURRENT with %d keys deferred", scope, deferred)
+	}
 	for _, cmp := range []struct {
 		what string
 		f    func(context.Context, *pgxpool.Pool, string, []wire.Event) (int, []string, error)
