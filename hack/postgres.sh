@@ -11,7 +11,7 @@
 # directory it owns; as non-root they run directly. The server listens on
 # 127.0.0.1 at a random free port, its socket in the data directory; durability is
 # switched off (fsync, synchronous_commit, full_page_writes) because the cluster is
-# disposable.
+# disposable. PROJECTION_PG_OPTS adds server options (e.g. "-c shared_buffers=1GB").
 set -euo pipefail
 
 find_bindir() {
@@ -70,7 +70,7 @@ start_cluster() {
 	while :; do
 		PORT=$(free_port)
 		if as_owner "$BINDIR/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 30 \
-			-o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+			-o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 ${PROJECTION_PG_OPTS:-}" \
 			start >/dev/null; then
 			break
 		fi

@@ -17,6 +17,7 @@ limitations under the License.
 package store
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -161,7 +162,8 @@ func applyPages(b *testing.B, s *Store, run Run, pages []*source.Page) (time.Dur
 			b.Fatalf("page after %d: %v", res.AfterSeq, err)
 		}
 		if os.Getenv("PROJECTION_BENCH_VERBOSE") != "" {
-			b.Logf("page after %d: %d events in %v", res.AfterSeq, res.Applied, time.Since(t))
+			// Not b.Logf: the benchmark's log is cut after a few lines.
+			fmt.Fprintf(os.Stderr, "page after %d: %d events, %d deferred, in %v\n", res.AfterSeq, res.Applied, res.DeferredKeys, time.Since(t))
 		}
 		events += res.Applied
 		deferred += res.DeferredKeys

@@ -19,7 +19,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 
@@ -31,10 +30,11 @@ import (
 )
 
 // pageTx is the data half of one page transaction (after lock, lease, run and
-// cursor checks). Everything is set-based, never one statement per row: page
-// trades, keys and derived positions go into temporary tables by COPY and each
-// check or write is one statement over them; retained order versions are read
-// by a few indexed probes and compared in Go, and the missing ones are COPYed.
+// cursor checks). Everything is set-based, never one statement per row: keys
+// and derived positions go into temporary tables and each write is one
+// statement over them; the retained trades and order rows are read by a range
+// scan of the window and probes for the rest (page_trades_check.go) and
+// compared in Go, and the missing ones are COPYed.
 type pageTx struct {
 	tx    pgx.Tx
 	scope string
@@ -63,8 +63,6 @@ type pageTx struct {
 // compiling took ~400 ms per statement, for statements that run in
 // milliseconds).
 const tempTables = `
-CREATE TEMP TABLE IF NOT EXISTS page_trades (trade_id text, trade_seq bigint, seq bigint, instrument text, price numeric, quantity numeric,
-    buy_order_id text, sell_order_id text, buy_account text, sell_account text, ts timestamptz) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS page_keys (account text, instrument text) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS page_positions (account text, instrument text, quantity numeric, avg_cost numeric,
     opening_quantity numeric, opening_avg_cost numeric, opening_proven boolean, opening_seq bigint,
@@ -73,11 +71,9 @@ SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL jit = off;`
 
 // The COPY statements of the page path, with their columns in the order
-// copyBuf writes them (copyPageTrades, copyOrderEvents, writeOrders,
+// copyBuf writes them (copyOrderEvents, writeOrders,
 // copyMissingTrades, copyPagePositions).
 const (
-	copyPageTradesSQL = `COPY page_trades (trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
-    buy_account, sell_account, ts) FROM STDIN (FORMAT binary)`
 	copyOrderEventsSQL = `COPY order_events (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining,
     status, ts) FROM STDIN (FORMAT binary)`
 	copyOrdersSQL = `COPY orders (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining,
@@ -87,18 +83,6 @@ const (
 	copyPagePositionsSQL = `COPY page_positions (account, instrument, quantity, avg_cost, opening_quantity, opening_avg_cost,
     opening_proven, opening_seq, basis_quantity, basis_avg_cost, changed, deferred) FROM STDIN (FORMAT binary)`
 )
-
-// copyPageTrades streams the slice's trades into page_trades.
-func (w *pageTx) copyPageTrades(ctx context.Context) error {
-	c := getCopyBuf(11)
-	defer putCopyBuf(c)
-	for _, t := range w.p.trades {
-		c.row()
-		c.trade(t)
-	}
-	_, err := c.send(ctx, w.tx, copyPageTradesSQL)
-	return err
-}
 
 // copyOrderEvents inserts the order versions checkOrders found missing.
 func (w *pageTx) copyOrderEvents(ctx context.Context) (int64, error) {
@@ -111,9 +95,8 @@ func (w *pageTx) copyOrderEvents(ctx context.Context) (int64, error) {
 	return c.send(ctx, w.tx, copyOrderEventsSQL)
 }
 
-// trade writes the columns a trade row shares with page_trades, from
-// trade_id to ts (copyPageTradesSQL and copyTradesSQL name them in this
-// order).
+// trade writes the columns of a trade row from trade_id to ts, in
+// copyTradesSQL's order.
 func (c *copyBuf) trade(t *wire.Trade) {
 	c.text(t.TradeID)
 	c.int8(t.TradeSeq)
@@ -191,9 +174,6 @@ func (w *pageTx) load(ctx context.Context) error {
 	if _, err := w.tx.Exec(ctx, tempTables, pgx.QueryExecModeSimpleProtocol); err != nil {
 		return dbErr("store: temp tables", err)
 	}
-	if err := w.copyPageTrades(ctx); err != nil {
-		return dbErr("store: copy page trades", err)
-	}
 	accts := make([]string, len(w.p.keys))
 	instrs := make([]string, len(w.p.keys))
 	for i, k := range w.p.keys {
@@ -203,105 +183,9 @@ func (w *pageTx) load(ctx context.Context) error {
 		return dbErr("store: page keys", err)
 	}
 	// No ANALYZE: the planner sizes never-analyzed temp tables from their
-	// actual block count, and the queries over them are shaped (anti-join on
-	// trade_id, LATERAL per key) so that index probes win regardless.
+	// actual block count, and the queries over them are shaped (LATERAL per
+	// key) so that index probes win regardless.
 	return nil
-}
-
-// orphanTradesSQL lists up to five retained trades of the window that the
-// page does not hold, for the refusal's detail. It runs only once a count
-// has shown that there are some (checkTrades): as an anti-join against the
-// unindexed page_trades, the planner chose a nested loop whenever it
-// expected few rows (a LIMIT in sight, or no statistics on trades yet), and
-// compared every retained trade of the window with every page trade: ~40 ms
-// a page of 10,000 events whose window is retained (after a cursor reset, or
-// behind a live feed that lost little), 250 ms at 2,500 trades.
-const orphanTradesSQL = `
-SELECT o.trade_id || '@' || o.seq FROM (
-    SELECT t.trade_id, t.seq, t.trade_seq FROM trades t
-     WHERE t.scope = $1 AND t.seq > $2 AND t.seq <= $3
-       AND NOT EXISTS (SELECT 1 FROM page_trades p WHERE p.trade_id = t.trade_id)
-    OFFSET 0) o
- ORDER BY o.seq, o.trade_seq LIMIT 5`
-
-// checkTrades compares every page trade with its retained row, if any
-// (provenance, immutable content, booking), and refuses orphans: retained
-// trades positioned in the window that the page does not hold. An orphan is
-// found by counting, not by joining: the page trades found retained at a
-// seq inside the window are retained trades of the window (trade_id is the
-// key, and the page holds each trade_id once: prepare refuses a repeat, which
-// would otherwise be counted twice and could hide an orphan), so the window
-// holds an orphan exactly when it holds more retained trades than that. One indexed count of the window, linear whatever the
-// planner knows; orphanTradesSQL names them only then. ORPHAN_TRADE takes
-// precedence over what the comparison found, as it always has.
-func (w *pageTx) checkTrades(ctx context.Context) error {
-	// LATERAL ... OFFSET 0: one primary-key probe per page trade. OFFSET 0
-	// keeps the planner from pulling the subquery up into a plain join, which
-	// stale statistics during a bulk catch-up turned into a hash of ALL the
-	// scope's trades on every page (O(table) per page, quadratic overall).
-	rows, err := w.tx.Query(ctx, `
-SELECT p.trade_id, p.seq, t.seq, t.booking_status,
-       (t.trade_seq = p.trade_seq AND t.instrument = p.instrument AND t.price = p.price AND t.quantity = p.quantity
-        AND t.buy_order_id = p.buy_order_id AND t.sell_order_id = p.sell_order_id AND t.buy_account = p.buy_account
-        AND t.sell_account = p.sell_account AND t.ts = p.ts)
-  FROM page_trades p
-  CROSS JOIN LATERAL (SELECT * FROM trades t WHERE t.scope = $1 AND t.trade_id = p.trade_id OFFSET 0) t
- ORDER BY p.seq, p.trade_seq`, w.scope)
-	if err != nil {
-		return dbErr("store: retained page trades", err)
-	}
-	defer rows.Close()
-	w.existing = map[string]bool{}
-	var firstErr error
-	var inWindow int64 // page trades retained at a seq inside the window
-	for rows.Next() {
-		var id, status string
-		var srcSeq int64
-		var rowSeq *int64
-		var same bool
-		if err := rows.Scan(&id, &srcSeq, &rowSeq, &status, &same); err != nil {
-			return dbErr("store: scan retained trade", err)
-		}
-		w.existing[id] = true
-		if rowSeq != nil && *rowSeq > w.p.after && *rowSeq <= w.p.through {
-			inWindow++
-		}
-		if firstErr != nil {
-			continue
-		}
-		switch {
-		case rowSeq == nil:
-			firstErr = refuse(codes.UnknownLegacyHistory, "trade %s has no consensus seq", id)
-		case *rowSeq != srcSeq:
-			firstErr = refuse(codes.TradeProvenanceConflict, "trade %s retained at seq %d, source seq %d", id, *rowSeq, srcSeq)
-		case !same:
-			firstErr = refuse(codes.ImmutableTradeConflict, "trade %s at seq %d differs from its source event", id, srcSeq)
-		case status != "BOOKED":
-			firstErr = refuse(codes.RejectedBooking, "trade %s at seq %d is retained with booking status %s", id, srcSeq, status)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return dbErr("store: retained page trades", err)
-	}
-	rows.Close()
-	var retained int64
-	if err := w.tx.QueryRow(ctx, `SELECT count(*) FROM trades WHERE scope = $1 AND seq > $2 AND seq <= $3`,
-		w.scope, w.p.after, w.p.through).Scan(&retained); err != nil {
-		return dbErr("store: count retained trades", err)
-	}
-	if retained > inWindow {
-		rows, err := w.tx.Query(ctx, orphanTradesSQL, w.scope, w.p.after, w.p.through)
-		if err != nil {
-			return dbErr("store: orphan trades", err)
-		}
-		orphans, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return dbErr("store: orphan trades", err)
-		}
-		return refuse(codes.OrphanTrade, "%d retained trades in (%d, %d], %d of them in the source; absent from the source: %s",
-			retained, w.p.after, w.p.through, inWindow, strings.Join(orphans, ", "))
-	}
-	return firstErr
 }
 
 // checkOrders: every retained order row positioned in the window (order_events
@@ -309,55 +193,102 @@ SELECT p.trade_id, p.seq, t.seq, t.booking_status,
 // source event: same seq (else ORDER_PROVENANCE_CONFLICT), same content with
 // timestamps compared at microseconds (else ORDER_ROW_MISMATCH), and present
 // in the source (else ORPHAN_ORDER). A retained version of a page order
-// outside the window is a provenance conflict too. The retained rows are
-// read with two indexed queries (by the page's order ids, and by the window)
-// and compared here; w.missingOrders collects the versions to insert.
+// outside the window is a provenance conflict too. The rows are read window
+// first (page_trades_check.go): one range scan of both tables' (scope, seq)
+// indexes, then primary-key probes for the page versions the window did not
+// show and the current rows of page orders it did not show (a row of a
+// version newer than the page, or none). w.missingOrders collects the
+// versions to insert.
 func (w *pageTx) checkOrders(ctx context.Context) error {
-	// Each page order id once, with the lowest and highest of its versions
-	// in the page: every page version is in that range (versions follow
-	// their seqs, so it usually holds nothing else; another version in it
+	const cols = `order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts`
+	retained := map[orderKey]bool{}
+	w.orderRows = make(map[string]int64, len(w.p.orders))
+	rows, err := w.tx.Query(ctx, `
+SELECT 'order_events', `+cols+` FROM order_events WHERE scope = $1 AND seq > $2 AND seq <= $3
+UNION ALL
+SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $2 AND seq <= $3`, w.scope, w.p.after, w.p.through)
+	if err != nil {
+		return dbErr("store: retained window orders", err)
+	}
+	if err := w.compareOrders(rows, retained); err != nil {
+		return err
+	}
+	// The probes: each page order id once, with the lowest and highest of
+	// its versions the window did not show (another version in that range
 	// is handled as any version outside the page: skipped unless the window
-	// holds it).
+	// holds it, and then the window query returned it already), and the
+	// page order ids whose current row the window did not show. Only the
+	// page's own versions are probed, not every version of a page order:
+	// another version is checked against its source by the page whose window
+	// holds it, and a version without a seq is refused scope-wide by
+	// checkLegacy. LATERAL ... OFFSET 0: one primary-key probe each, never a
+	// scan of the scope, whatever the statistics say. One entry per page
+	// order id to probe: its versions' range (lo > hi: none) and whether its
+	// current row is wanted; ids is passed once for both probes (a bootstrap
+	// probes every page order for both).
 	ids := make([]string, 0, len(w.p.orders))
 	lo := make([]int64, 0, len(w.p.orders))
 	hi := make([]int64, 0, len(w.p.orders))
+	cur := make([]bool, 0, len(w.p.orders))
 	at := make(map[string]int, len(w.p.orders))
 	for _, o := range w.p.orders {
+		missing := !retained[orderKey{o.OrderID, o.Version}]
 		i, ok := at[o.OrderID]
 		if !ok {
+			_, shown := w.orderRows[o.OrderID]
+			if !missing && shown {
+				at[o.OrderID] = -1 // nothing to probe yet
+				continue
+			}
 			at[o.OrderID] = len(ids)
-			ids, lo, hi = append(ids, o.OrderID), append(lo, o.Version), append(hi, o.Version)
-			continue
+			ids, lo, hi, cur = append(ids, o.OrderID), append(lo, 1), append(hi, 0), append(cur, !shown)
+			i = len(ids) - 1
+		} else if i < 0 {
+			if !missing {
+				continue
+			}
+			at[o.OrderID] = len(ids)
+			ids, lo, hi, cur = append(ids, o.OrderID), append(lo, 1), append(hi, 0), append(cur, false)
+			i = len(ids) - 1
 		}
-		lo[i], hi[i] = min(lo[i], o.Version), max(hi[i], o.Version)
+		if missing {
+			if lo[i] > hi[i] {
+				lo[i], hi[i] = o.Version, o.Version
+			} else {
+				lo[i], hi[i] = min(lo[i], o.Version), max(hi[i], o.Version)
+			}
+		}
 	}
-	// Indexed probes only (a row may come twice; processing is idempotent):
-	// the page's order versions (each order's range of them) and current
-	// order rows through their primary keys (LATERAL ... OFFSET 0, so stale statistics cannot turn
-	// them into a scan of the scope), and the window through the (scope,
-	// seq) indexes. Only the page's own versions are probed, not every
-	// version of a page order: another version is checked against its
-	// source by the page whose window holds it (and is returned by the
-	// window query when that is this page), a version without a seq is
-	// refused scope-wide by checkLegacy, so reading them here decided
-	// nothing and cost a probe of each page order's whole history.
-	const cols = `order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts`
-	rows, err := w.tx.Query(ctx, `
-SELECT 'order_events', e.* FROM unnest($2::text[], $5::bigint[], $6::bigint[]) AS i(id, lo, hi)
+	if len(ids) > 0 {
+		rows, err := w.tx.Query(ctx, `
+SELECT 'order_events', e.* FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS i(id, lo, hi)
   CROSS JOIN LATERAL (SELECT `+cols+` FROM order_events WHERE scope = $1 AND order_id = i.id AND version BETWEEN i.lo AND i.hi OFFSET 0) e
 UNION ALL
-SELECT 'order_events', `+cols+` FROM order_events WHERE scope = $1 AND seq > $3 AND seq <= $4
-UNION ALL
-SELECT 'orders', o.* FROM unnest($2::text[]) AS i(id)
-  CROSS JOIN LATERAL (SELECT `+cols+` FROM orders WHERE scope = $1 AND order_id = i.id OFFSET 0) o
-UNION ALL
-SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $4`, w.scope, ids, w.p.after, w.p.through, lo, hi)
-	if err != nil {
-		return dbErr("store: retained orders", err)
+SELECT 'orders', o.* FROM unnest($2::text[], $5::bool[]) AS i(id, cur)
+  CROSS JOIN LATERAL (SELECT `+cols+` FROM orders WHERE i.cur AND scope = $1 AND order_id = i.id OFFSET 0) o`, w.scope, ids, lo, hi, cur)
+		if err != nil {
+			return dbErr("store: retained orders", err)
+		}
+		if err := w.compareOrders(rows, retained); err != nil {
+			return err
+		}
 	}
+	w.missingOrders = make([]*wire.Order, 0, len(w.p.orders)-len(retained))
+	for _, o := range w.p.orders {
+		if !retained[orderKey{o.OrderID, o.Version}] {
+			w.missingOrders = append(w.missingOrders, o)
+		}
+	}
+	return nil
+}
+
+// compareOrders compares the retained order rows of rows (table name, then
+// the order columns) with their source events, records in retained the
+// page versions found retained as their source has them and in w.orderRows
+// the current rows' versions, and returns the first refusal. A row may come
+// twice (from the window and from a probe): recording it is idempotent.
+func (w *pageTx) compareOrders(rows pgx.Rows, retained map[orderKey]bool) error {
 	defer rows.Close()
-	retained := map[orderKey]bool{}
-	w.orderRows = make(map[string]int64, len(ids))
 	var first error
 	for rows.Next() {
 		var table, side, status string
@@ -394,16 +325,7 @@ SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $3 AND seq <= $
 	if err := rows.Err(); err != nil {
 		return dbErr("store: retained orders", err)
 	}
-	if first != nil {
-		return first
-	}
-	w.missingOrders = make([]*wire.Order, 0, len(w.p.orders)-len(retained))
-	for _, o := range w.p.orders {
-		if !retained[orderKey{o.OrderID, o.Version}] {
-			w.missingOrders = append(w.missingOrders, o)
-		}
-	}
-	return nil
+	return first
 }
 
 // sameOrder compares a retained row with the SQL representation of its

@@ -46,7 +46,7 @@ type prepared struct {
 	through     int64         // T': the slice's end (the page's throughSeq, or frozen_seq for a DRAINING run if lower, for the last slice)
 	digest      string        // chain digest through T'
 	applied     int           // events of the slice (all with after < seq <= T')
-	trades      []*wire.Trade // the slice's trades, in order (COPYed into page_trades)
+	trades      []*wire.Trade // the slice's trades, in order
 	orders      []*wire.Order
 	orderBy     map[orderKey]*wire.Order // the PAGE's order versions: in the slice only if seq is in its window (orderOf)
 	openings    map[key]*wire.Opening
