@@ -202,7 +202,7 @@ func (w *pageTx) load(ctx context.Context) error {
 func (w *pageTx) checkOrders(ctx context.Context) error {
 	const cols = `order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts`
 	retained := map[orderKey]bool{}
-	w.orderRows = make(map[string]int64, len(w.p.orders))
+	w.orderRows = map[string]int64{} // grows with what the reads find: nothing in a bootstrap
 	rows, err := w.tx.Query(ctx, `
 SELECT 'order_events', `+cols+` FROM order_events WHERE scope = $1 AND seq > $2 AND seq <= $3
 UNION ALL
