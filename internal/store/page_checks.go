@@ -222,43 +222,8 @@ SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $2 AND seq <= $
 	// another version is checked against its source by the page whose window
 	// holds it, and a version without a seq is refused scope-wide by
 	// checkLegacy. LATERAL ... OFFSET 0: one primary-key probe each, never a
-	// scan of the scope, whatever the statistics say. One entry per page
-	// order id to probe: its versions' range (lo > hi: none) and whether its
-	// current row is wanted; ids is passed once for both probes (a bootstrap
-	// probes every page order for both).
-	ids := make([]string, 0, len(w.p.orders))
-	lo := make([]int64, 0, len(w.p.orders))
-	hi := make([]int64, 0, len(w.p.orders))
-	cur := make([]bool, 0, len(w.p.orders))
-	at := make(map[string]int, len(w.p.orders))
-	for _, o := range w.p.orders {
-		missing := !retained[orderKey{o.OrderID, o.Version}]
-		i, ok := at[o.OrderID]
-		if !ok {
-			_, shown := w.orderRows[o.OrderID]
-			if !missing && shown {
-				at[o.OrderID] = -1 // nothing to probe yet
-				continue
-			}
-			at[o.OrderID] = len(ids)
-			ids, lo, hi, cur = append(ids, o.OrderID), append(lo, 1), append(hi, 0), append(cur, !shown)
-			i = len(ids) - 1
-		} else if i < 0 {
-			if !missing {
-				continue
-			}
-			at[o.OrderID] = len(ids)
-			ids, lo, hi, cur = append(ids, o.OrderID), append(lo, 1), append(hi, 0), append(cur, false)
-			i = len(ids) - 1
-		}
-		if missing {
-			if lo[i] > hi[i] {
-				lo[i], hi[i] = o.Version, o.Version
-			} else {
-				lo[i], hi[i] = min(lo[i], o.Version), max(hi[i], o.Version)
-			}
-		}
-	}
+	// scan of the scope, whatever the statistics say.
+	ids, lo, hi, cur := orderProbes(w.p.orders, retained, w.orderRows)
 	if len(ids) > 0 {
 		rows, err := w.tx.Query(ctx, `
 SELECT 'order_events', e.* FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS i(id, lo, hi)
@@ -280,6 +245,38 @@ SELECT 'orders', o.* FROM unnest($2::text[], $5::bool[]) AS i(id, cur)
 		}
 	}
 	return nil
+}
+
+// orderProbes lists what checkOrders probes after the window: one entry per
+// page order id with something the window did not show, its versions' range
+// among those (lo > hi: none) and whether its current row is wanted (cur).
+// ids serves both probes: a bootstrap probes every page order for both.
+func orderProbes(orders []*wire.Order, retained map[orderKey]bool, shown map[string]int64) (ids []string, lo, hi []int64, cur []bool) {
+	at := make(map[string]int, len(orders))
+	ids, lo, hi, cur = make([]string, 0, len(orders)), make([]int64, 0, len(orders)), make([]int64, 0, len(orders)), make([]bool, 0, len(orders))
+	for _, o := range orders {
+		i, ok := at[o.OrderID]
+		if !ok {
+			_, has := shown[o.OrderID]
+			i, at[o.OrderID] = len(ids), len(ids)
+			ids, lo, hi, cur = append(ids, o.OrderID), append(lo, 1), append(hi, 0), append(cur, !has)
+		}
+		switch v := o.Version; {
+		case retained[orderKey{o.OrderID, v}]:
+		case lo[i] > hi[i]:
+			lo[i], hi[i] = v, v
+		default:
+			lo[i], hi[i] = min(lo[i], v), max(hi[i], v)
+		}
+	}
+	n := 0 // keep the entries with something to probe
+	for i := range ids {
+		if lo[i] <= hi[i] || cur[i] {
+			ids[n], lo[n], hi[n], cur[n] = ids[i], lo[i], hi[i], cur[i]
+			n++
+		}
+	}
+	return ids[:n], lo[:n], hi[:n], cur[:n]
 }
 
 // compareOrders compares the retained order rows of rows (table name, then

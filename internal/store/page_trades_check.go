@@ -109,10 +109,16 @@ func (f *tradeRefusal) offer(src *wire.Trade, err error) {
 // takes precedence over what the comparison found. w.existing collects the
 // page trades already retained, wherever they sit.
 func (w *pageTx) checkTrades(ctx context.Context) error {
-	var page map[string]*wire.Trade // built at the window's first row: a bootstrap's window is empty
+	var page map[string]*wire.Trade // built at the first row read: a bootstrap's window is empty
+	pageTrade := func(id string) *wire.Trade {
+		if page == nil {
+			page = w.p.tradeByID()
+		}
+		return page[id]
+	}
 	w.existing = map[string]bool{}
 	var first tradeRefusal
-	var retained, inWindow int64
+	var retained int64
 	var orphans []string
 	rows, err := w.tx.Query(ctx, windowTradesSQL, w.scope, w.p.after, w.p.through)
 	if err != nil {
@@ -125,17 +131,13 @@ func (w *pageTx) checkTrades(ctx context.Context) error {
 			return dbErr("store: scan retained trade", err)
 		}
 		retained++
-		if page == nil {
-			page = w.p.tradeByID()
-		}
-		src := page[r.id]
+		src := pageTrade(r.id)
 		if src == nil {
 			if len(orphans) < 5 {
 				orphans = append(orphans, r.id+"@"+strconv.FormatInt(*r.seq, 10))
 			}
 			continue
 		}
-		inWindow++
 		w.existing[r.id] = true
 		w.compareTrade(&r, src, &first)
 	}
@@ -143,6 +145,7 @@ func (w *pageTx) checkTrades(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return dbErr("store: retained window trades", err)
 	}
+	inWindow := int64(len(w.existing)) // the page trades the window showed: trade_id is the key
 	if retained > inWindow {
 		return refuse(codes.OrphanTrade, "%d retained trades in (%d, %d], %d of them in the source; absent from the source: %s",
 			retained, w.p.after, w.p.through, inWindow, strings.Join(orphans, ", "))
@@ -164,11 +167,8 @@ func (w *pageTx) checkTrades(ctx context.Context) error {
 		if err := rows.Scan(r.dest()...); err != nil {
 			return dbErr("store: scan retained trade", err)
 		}
-		if page == nil {
-			page = w.p.tradeByID()
-		}
 		w.existing[r.id] = true
-		w.compareTrade(&r, page[r.id], &first)
+		w.compareTrade(&r, pageTrade(r.id), &first)
 	}
 	if err := rows.Err(); err != nil {
 		return dbErr("store: retained page trades", err)

@@ -19,6 +19,7 @@ package store
 import (
 	"errors"
 	"math/big"
+	"reflect"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	. "github.com/projection-recovery/projection-recovery/internal/store/storetest"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 // FR-APR06: a page refused for several reasons names the earliest page trade
@@ -128,6 +130,55 @@ func TestRetainedTrade_SameAs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.r.sameAs(src); got != tc.want {
 				t.Fatalf("sameAs = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// orderProbes lists, after the window, exactly what it did not show: each
+// page order id once, its versions' range among the ones not retained, and
+// whether its current row is still wanted; nothing for an order the window
+// showed in full.
+func TestOrderProbes(t *testing.T) {
+	o := func(id string, v int64) *wire.Order { return &wire.Order{OrderID: id, Version: v} }
+	type probe struct {
+		id     string
+		lo, hi int64
+		cur    bool
+	}
+	for _, tc := range []struct {
+		name     string
+		orders   []*wire.Order
+		retained []orderKey
+		shown    []string // order ids whose current row the window showed
+		want     []probe
+	}{
+		{"bootstrap: every version and every current row", []*wire.Order{o("a", 1), o("a", 2), o("b", 3)}, nil, nil,
+			[]probe{{"a", 1, 2, true}, {"b", 3, 3, true}}},
+		{"re-verification: the window showed everything", []*wire.Order{o("a", 1), o("a", 2)}, []orderKey{{"a", 1}, {"a", 2}}, []string{"a"}, nil},
+		{"current row newer than the page: probed alone", []*wire.Order{o("a", 1), o("a", 2)}, []orderKey{{"a", 1}, {"a", 2}}, nil,
+			[]probe{{"a", 1, 0, true}}},
+		{"one version missing after one shown", []*wire.Order{o("a", 1), o("a", 2), o("a", 3)}, []orderKey{{"a", 1}, {"a", 3}}, []string{"a"},
+			[]probe{{"a", 2, 2, false}}},
+		{"missing versions widen the range, shown ones do not", []*wire.Order{o("a", 4), o("a", 2), o("a", 7), o("b", 1)}, []orderKey{{"a", 7}, {"b", 1}}, []string{"a", "b"},
+			[]probe{{"a", 2, 4, false}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			retained := map[orderKey]bool{}
+			for _, k := range tc.retained {
+				retained[k] = true
+			}
+			shown := map[string]int64{}
+			for _, id := range tc.shown {
+				shown[id] = 1
+			}
+			ids, lo, hi, cur := orderProbes(tc.orders, retained, shown)
+			var got []probe
+			for i := range ids {
+				got = append(got, probe{ids[i], lo[i], hi[i], cur[i]})
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("probes %+v, want %+v", got, tc.want)
 			}
 		})
 	}
