@@ -22,6 +22,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
@@ -75,10 +76,14 @@ func TestReconcile_OutcomeNeverLandsOnARecreatedObject(t *testing.T) {
 	}
 
 	// The same object, changed since it was read: the outcome still lands.
+	// The bump reads afresh on a conflict: the test manager reconciles the
+	// object too and may write its status between a read and the update.
 	stale := get()
-	bump := stale.DeepCopy()
-	bump.Annotations = map[string]string{"test/bump": "1"}
-	if err := k8sClient.Update(bg, bump); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		bump := get()
+		bump.Annotations = map[string]string{"test/bump": "1"}
+		return k8sClient.Update(bg, bump)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.writeStatus(bg, stale, outcome(stale), true); err != nil {
