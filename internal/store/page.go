@@ -171,7 +171,20 @@ func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *Prepare
 
 // applySlice runs one slice's transaction and its after-commit work. held is
 // how long the slice held the projection write lock (granted to committed).
-func (s *Store) applySlice(ctx context.Context, l Lease, run Run, p *prepared) (_ PageResult, held time.Duration, _ error) {
+// The first attempt skips the probes that can only find a refusal; when it
+// skipped one and was refused or collided on a key, the slice runs again with
+// every probe, which names the refusal (page_unprobed.go).
+func (s *Store) applySlice(ctx context.Context, l Lease, run Run, p *prepared) (PageResult, time.Duration, error) {
+	res, held, skipped, err := s.attemptSlice(ctx, l, run, p, s.hooks.probeAll)
+	if reprobe(skipped, err) {
+		res, held, _, err = s.attemptSlice(ctx, l, run, p, true)
+	}
+	return res, held, err
+}
+
+// attemptSlice is one attempt at a slice (applySlice); skipped reports that
+// it failed before COMMIT having skipped a probe.
+func (s *Store) attemptSlice(ctx context.Context, l Lease, run Run, p *prepared, probeAll bool) (_ PageResult, held time.Duration, skipped bool, _ error) {
 	// READ COMMITTED, whatever the database's default: every statement after
 	// the key locks must see what the live projector committed before they
 	// were granted. Under REPEATABLE READ the snapshot would date from the
@@ -180,12 +193,13 @@ func (s *Store) applySlice(ctx context.Context, l Lease, run Run, p *prepared) (
 	// would be invisible to its orphan and balance checks and to R1.
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
-		return PageResult{}, 0, dbErr("store: begin page", err)
+		return PageResult{}, 0, false, dbErr("store: begin page", err)
 	}
-	res, points, locked, err := s.lockAndApply(ctx, tx, l, run, p)
+	w := &pageTx{tx: tx, scope: run.Scope, p: p, probeAll: probeAll}
+	res, points, locked, err := s.lockAndApply(ctx, w, l, run)
 	if err != nil {
 		_ = tx.Rollback(ctx) // a failed rollback closes the connection: the server rolls back
-		return PageResult{}, 0, dbErr("store: apply page", err)
+		return PageResult{}, 0, w.skipped, dbErr("store: apply page", err)
 	}
 	commit := tx.Commit
 	if h := s.hooks.commit; h != nil {
@@ -194,19 +208,19 @@ func (s *Store) applySlice(ctx context.Context, l Lease, run Run, p *prepared) (
 	if err := commit(ctx); err != nil {
 		if !codes.DatabaseUnavailableError(err) {
 			// The server answered COMMIT with an error: it rolled back.
-			return PageResult{}, 0, dbErr("store: commit page", err)
+			return PageResult{}, 0, false, dbErr("store: commit page", err)
 		}
 		// The connection failed while COMMIT was in flight: only the
 		// cursor can tell whether the page committed (see resolveCommit).
 		if err := s.resolveCommit(ctx, res, points, err); err != nil {
-			return PageResult{}, 0, err
+			return PageResult{}, 0, false, err
 		}
 	}
 	held = time.Since(locked)
 	if res.ChangedKeys > 0 && s.afterCommit != nil {
 		s.afterCommit(run.Scope)
 	}
-	return res, held, nil
+	return res, held, false, nil
 }
 
 // lockAndApply fills the slice's temporary tables, takes the projection
@@ -214,8 +228,7 @@ func (s *Store) applySlice(ctx context.Context, l Lease, run Run, p *prepared) (
 // granted. The temporary tables are session-private: nothing another
 // transaction can see or change, so filling them needs no lock, and the lock
 // is held only for what reads or writes the projection.
-func (s *Store) lockAndApply(ctx context.Context, tx pgx.Tx, l Lease, run Run, p *prepared) (PageResult, commitPoints, time.Time, error) {
-	w := &pageTx{tx: tx, scope: run.Scope, p: p}
+func (s *Store) lockAndApply(ctx context.Context, w *pageTx, l Lease, run Run) (PageResult, commitPoints, time.Time, error) {
 	if err := w.load(ctx); err != nil {
 		return PageResult{}, commitPoints{}, time.Time{}, err
 	}
@@ -223,7 +236,7 @@ func (s *Store) lockAndApply(ctx context.Context, tx pgx.Tx, l Lease, run Run, p
 	for i, k := range w.p.lockKeys {
 		accts[i], instrs[i] = k.account, k.instrument
 	}
-	ids, err := keyLocks(ctx, tx, run.Scope, accts, instrs)
+	ids, err := keyLocks(ctx, w.tx, run.Scope, accts, instrs)
 	if err != nil {
 		return PageResult{}, commitPoints{}, time.Time{}, err
 	}
@@ -291,6 +304,9 @@ func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageR
 
 	w.noDefer = s.hooks.foldAll || p.flush || p.makesCurrent(run)
 	if err := w.checkLegacy(ctx); err != nil {
+		return PageResult{}, commitPoints{}, err
+	}
+	if err := w.chooseProbes(ctx); err != nil {
 		return PageResult{}, commitPoints{}, err
 	}
 	if err := w.checkTrades(ctx); err != nil {

@@ -51,6 +51,8 @@ type pageTx struct {
 	newer         int64 // retained legs newer than the page folded into its keys (R1)
 	noDefer       bool  // every key is folded in full: a flush slice, or one that makes the scope CURRENT (deferred.go)
 	deferred      int   // keys whose derivation the slice deferred (deferFold)
+	probeAll      bool  // probe every page row the window did not show (page_unprobed.go)
+	skipped       bool  // a probe that could only have found a refusal was skipped
 }
 
 // tempTables are created once per connection and emptied at every commit
@@ -200,13 +202,12 @@ func (w *pageTx) load(ctx context.Context) error {
 // version newer than the page, or none). w.missingOrders collects the
 // versions to insert.
 func (w *pageTx) checkOrders(ctx context.Context) error {
-	const cols = `order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts`
 	retained := map[orderKey]bool{}
 	w.orderRows = map[string]int64{} // grows with what the reads find: nothing in a bootstrap
 	rows, err := w.tx.Query(ctx, `
-SELECT 'order_events', `+cols+` FROM order_events WHERE scope = $1 AND seq > $2 AND seq <= $3
+SELECT 'order_events', `+orderCols+` FROM order_events WHERE scope = $1 AND seq > $2 AND seq <= $3
 UNION ALL
-SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $2 AND seq <= $3`, w.scope, w.p.after, w.p.through)
+SELECT 'orders', `+orderCols+` FROM orders WHERE scope = $1 AND seq > $2 AND seq <= $3`, w.scope, w.p.after, w.p.through)
 	if err != nil {
 		return dbErr("store: retained window orders", err)
 	}
@@ -221,19 +222,12 @@ SELECT 'orders', `+cols+` FROM orders WHERE scope = $1 AND seq > $2 AND seq <= $
 	// page's own versions are probed, not every version of a page order:
 	// another version is checked against its source by the page whose window
 	// holds it, and a version without a seq is refused scope-wide by
-	// checkLegacy. LATERAL ... OFFSET 0: one primary-key probe each, never a
-	// scan of the scope, whatever the statistics say.
+	// checkLegacy.
 	ids, lo, hi, cur := orderProbes(w.p.orders, retained, w.orderRows)
-	if len(ids) > 0 {
-		rows, err := w.tx.Query(ctx, `
-SELECT 'order_events', e.* FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS i(id, lo, hi)
-  CROSS JOIN LATERAL (SELECT `+cols+` FROM order_events WHERE scope = $1 AND order_id = i.id AND version BETWEEN i.lo AND i.hi OFFSET 0) e
-UNION ALL
-SELECT 'orders', o.* FROM unnest($2::text[], $5::bool[]) AS i(id, cur)
-  CROSS JOIN LATERAL (SELECT `+cols+` FROM orders WHERE i.cur AND scope = $1 AND order_id = i.id OFFSET 0) o`, w.scope, ids, lo, hi, cur)
-		if err != nil {
-			return dbErr("store: retained orders", err)
-		}
+	if rows, err = w.probeOrders(ctx, ids, lo, hi, cur); err != nil {
+		return dbErr("store: retained orders", err)
+	}
+	if rows != nil {
 		if err := w.compareOrders(rows, retained); err != nil {
 			return err
 		}
@@ -245,6 +239,45 @@ SELECT 'orders', o.* FROM unnest($2::text[], $5::bool[]) AS i(id, cur)
 		}
 	}
 	return nil
+}
+
+// probeOrdersSQL reads, for each page order id, its retained versions in
+// [lo, hi] and, when cur, its current orders row; probeCurrentOrdersSQL only
+// the current rows (an unprobed slice, page_unprobed.go). LATERAL ...
+// OFFSET 0: one primary-key probe each, never a scan of the scope, whatever
+// the statistics say.
+const (
+	probeOrdersSQL = `
+SELECT 'order_events', e.* FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS i(id, lo, hi)
+  CROSS JOIN LATERAL (SELECT ` + orderCols + ` FROM order_events WHERE scope = $1 AND order_id = i.id AND version BETWEEN i.lo AND i.hi OFFSET 0) e
+UNION ALL
+SELECT 'orders', o.* FROM unnest($2::text[], $5::bool[]) AS i(id, cur)
+  CROSS JOIN LATERAL (SELECT ` + orderCols + ` FROM orders WHERE i.cur AND scope = $1 AND order_id = i.id OFFSET 0) o`
+	probeCurrentOrdersSQL = `
+SELECT 'orders', o.* FROM unnest($2::text[]) AS i(id)
+  CROSS JOIN LATERAL (SELECT ` + orderCols + ` FROM orders WHERE scope = $1 AND order_id = i.id OFFSET 0) o`
+)
+
+// orderCols are the order columns compareOrders scans after the table name.
+const orderCols = `order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts`
+
+// probeOrders runs the probes orderProbes listed (nil rows: nothing to
+// probe). An unprobed slice (page_unprobed.go) reads only the current rows.
+func (w *pageTx) probeOrders(ctx context.Context, ids []string, lo, hi []int64, cur []bool) (pgx.Rows, error) {
+	if !w.probeAll {
+		var skipped bool
+		if ids, skipped = currentOrderProbes(ids, lo, hi, cur); skipped {
+			w.skipped = true
+		}
+		if len(ids) == 0 {
+			return nil, nil
+		}
+		return w.tx.Query(ctx, probeCurrentOrdersSQL, w.scope, ids)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return w.tx.Query(ctx, probeOrdersSQL, w.scope, ids, lo, hi, cur)
 }
 
 // orderProbes lists what checkOrders probes after the window: one entry per

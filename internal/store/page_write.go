@@ -33,7 +33,7 @@ func (w *pageTx) write(ctx context.Context) error {
 	// and the page rolls back, it never double-writes.
 	n, err := w.copyMissingTrades(ctx)
 	if err != nil {
-		return dbErr("store: insert missing trades", err)
+		return w.copyErr("store: insert missing trades", err)
 	}
 	w.inserted = n
 	// Order versions: exactly the missing ones, found by checkOrders in this
@@ -41,7 +41,7 @@ func (w *pageTx) write(ctx context.Context) error {
 	// one meanwhile), so a direct COPY is safe; a concurrent insert would
 	// fail the COPY on the primary key and roll the page back, never corrupt it.
 	if n, err = w.copyOrderEvents(ctx); err != nil {
-		return dbErr("store: insert order events", err)
+		return w.copyErr("store: insert order events", err)
 	}
 	w.orderEvents = n
 	if err := w.writeOrders(ctx); err != nil {

@@ -65,6 +65,9 @@ type hooks struct {
 	// foldAll turns deferral off: every slice folds every key in full
 	// (deferred.go), the behaviour deferral must reproduce.
 	foldAll bool
+	// probeAll turns the unprobed first attempt off: every slice probes
+	// every page row its window did not show (page_unprobed.go).
+	probeAll bool
 }
 
 // Open connects to dsn and pings.

@@ -1,0 +1,136 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
+)
+
+// The unprobed first attempt (FR-APR06; issue 12, goal 1).
+//
+// After its window read, a slice probes by primary key the page trades and
+// order versions the window did not show (page_trades_check.go). Such a
+// probe can only ever find a refusal: trade_id and (order_id, version) are
+// keys, so a retained row of a page event that the window did not show sits
+// at another seq (TRADE_ / ORDER_PROVENANCE_CONFLICT) or at none
+// (UNKNOWN_LEGACY_HISTORY). Every row such a probe would find is also a row
+// the slice's COPY of its missing trades or versions would collide with on
+// that key. So a slice first runs without those probes, and when that
+// attempt ends in a refusal or its COPY in a unique violation, it rolls
+// back and runs again with every probe, which names the refusal exactly as
+// a probed slice does (ORPHAN_TRADE first, then the earliest page trade, the
+// trade checks before the order checks). A slice that commits unprobed
+// wrote what a probed one would have: every probe it skipped would have
+// found nothing. In a bootstrap, the probes skipped were a fifth of the time
+// spent beside the COPYs (docs/performance.md).
+//
+// Still probed: the current orders rows of page orders the window did not
+// show. A newer version retained beyond the window (the live projector ahead
+// of a gap) is legitimate there and decides whether the slice inserts the
+// row or leaves it (orders never rewind).
+//
+// What this rests on is checked in every unprobed slice, not assumed:
+// unique, valid, immediate, non-partial indexes on exactly trades (scope,
+// trade_id) and order_events (scope, order_id, version) (keysEnforcedSQL).
+// The base tables belong to the trade-processor; without those keys a
+// skipped probe's row would be duplicated instead of refused, so a slice
+// over tables without them probes everything. The check runs after
+// checkLegacy has read both tables: from then on the transaction holds
+// their ACCESS SHARE locks, which a DROP of either index or constraint must
+// wait for, so the keys it saw still hold when the COPY runs.
+
+// errUnprobedKey: a COPY of an unprobed slice collided with a retained row
+// on a key that a skipped probe would have found; the slice runs again with
+// every probe (it never reaches a caller).
+var errUnprobedKey = errors.New("store: a retained row holds a key of the unprobed slice")
+
+// keysEnforcedSQL reports whether both keys the unprobed attempt rests on are
+// enforced: a unique index whose key columns are exactly the key's (in any
+// order; INCLUDE columns do not count), valid, checked at once (not
+// deferrable), on every row (no predicate, no expression).
+const keysEnforcedSQL = `
+SELECT coalesce(bool_or(u.rel = 'trades'::regclass AND u.cols = '{scope,trade_id}'), false)
+   AND coalesce(bool_or(u.rel = 'order_events'::regclass AND u.cols = '{order_id,scope,version}'), false)
+  FROM (SELECT i.indrelid AS rel,
+               ARRAY(SELECT a.attname::text FROM pg_attribute a
+                      WHERE a.attrelid = i.indrelid AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])
+                      ORDER BY a.attname) AS cols
+          FROM pg_index i
+         WHERE i.indrelid IN ('trades'::regclass, 'order_events'::regclass)
+           AND i.indisunique AND i.indisvalid AND i.indimmediate AND i.indpred IS NULL AND i.indexprs IS NULL) u`
+
+// chooseProbes leaves w probing everything unless both keys are enforced.
+// Called after checkLegacy (see above for why there).
+func (w *pageTx) chooseProbes(ctx context.Context) error {
+	if w.probeAll {
+		return nil
+	}
+	var enforced bool
+	if err := w.tx.QueryRow(ctx, keysEnforcedSQL).Scan(&enforced); err != nil {
+		return dbErr("store: read the keys of trades and order_events", err)
+	}
+	w.probeAll = !enforced
+	return nil
+}
+
+// copyErr maps a failed COPY of the slice's missing trades or order versions:
+// in a slice that skipped probes, a unique violation is what a probe would
+// have found (errUnprobedKey: run again probed); otherwise it is what it is.
+func (w *pageTx) copyErr(what string, err error) error {
+	var pgErr *pgconn.PgError
+	if w.skipped && errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		return fmt.Errorf("%w: %s: %w", errUnprobedKey, what, err)
+	}
+	return dbErr(what, err)
+}
+
+// reprobe decides whether a slice that skipped probes and failed with err
+// runs again with every probe: when it was refused (the probed run names the
+// refusal, which may be another one) or collided on a key. Not when the
+// database went away: that is retried as a whole, by the caller.
+func reprobe(skipped bool, err error) bool {
+	if !skipped || err == nil {
+		return false
+	}
+	if errors.Is(err, errUnprobedKey) {
+		return true
+	}
+	var r *codes.Refusal
+	return errors.As(err, &r) && r.Code != codes.DatabaseUnavailable
+}
+
+// currentOrderProbes is what an unprobed slice probes of orderProbes' lists:
+// the ids whose current orders row is wanted; skipped reports whether a page
+// version went unprobed.
+func currentOrderProbes(ids []string, lo, hi []int64, cur []bool) (curIDs []string, skipped bool) {
+	curIDs = make([]string, 0, len(ids))
+	for i, id := range ids {
+		if cur[i] {
+			curIDs = append(curIDs, id)
+		}
+		if lo[i] <= hi[i] {
+			skipped = true
+		}
+	}
+	return curIDs, skipped
+}
