@@ -142,7 +142,7 @@ func (w *pageTx) writeOrders(ctx context.Context) error {
 INSERT INTO orders AS o (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
 SELECT e.scope, e.order_id, e.version, e.seq, e.account, e.instrument, e.side, e.price, e.quantity, e.remaining, e.status, e.ts
   FROM unnest($2::text[], $3::bigint[]) AS u(id, version)
- CROSS JOIN LATERAL (SELECT * FROM order_events e WHERE e.scope = $1 AND e.order_id = u.id AND e.version = u.version OFFSET 0) e
+ CROSS JOIN LATERAL (SELECT * FROM order_events e WHERE e.scope = $1 AND e.order_id = u.id AND e.version = u.version `+pkProbe+`) e
 ON CONFLICT (scope, order_id) DO UPDATE SET
     version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account, instrument = EXCLUDED.instrument,
     side = EXCLUDED.side, price = EXCLUDED.price, quantity = EXCLUDED.quantity, remaining = EXCLUDED.remaining,
