@@ -41,8 +41,8 @@ import (
 // a probed slice does (ORPHAN_TRADE first, then the earliest page trade, the
 // trade checks before the order checks). A slice that commits unprobed
 // wrote what a probed one would have: every probe it skipped would have
-// found nothing. In a bootstrap, the probes skipped were a fifth of the time
-// spent beside the COPYs (docs/performance.md).
+// found nothing. In a bootstrap of 1,000,000 events the skipped probes took
+// about 1.25 s of the 4.7 s spent beside the COPYs (docs/performance.md).
 //
 // Still probed: the current orders rows of page orders the window did not
 // show. A newer version retained beyond the window (the live projector ahead
