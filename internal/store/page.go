@@ -306,9 +306,6 @@ func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageR
 	if err := w.checkLegacy(ctx); err != nil {
 		return PageResult{}, commitPoints{}, err
 	}
-	if err := w.chooseProbes(ctx); err != nil {
-		return PageResult{}, commitPoints{}, err
-	}
 	if err := w.checkTrades(ctx); err != nil {
 		return PageResult{}, commitPoints{}, err
 	}

@@ -52,6 +52,7 @@ type pageTx struct {
 	noDefer       bool  // every key is folded in full: a flush slice, or one that makes the scope CURRENT (deferred.go)
 	deferred      int   // keys whose derivation the slice deferred (deferFold)
 	probeAll      bool  // probe every page row the window did not show (page_unprobed.go)
+	keysRead      bool  // unprobed read the catalog's keys for this slice
 	skipped       bool  // a probe that could only have found a refusal was skipped
 }
 
@@ -263,22 +264,24 @@ SELECT 'orders', o.* FROM unnest($2::text[]) AS i(id)
 const orderCols = `order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts`
 
 // probeOrders runs the probes orderProbes listed (nil rows: nothing to
-// probe). An unprobed slice (page_unprobed.go) reads only the current rows.
+// probe). Without a version to probe, or when the slice may skip them
+// (page_unprobed.go), it reads only the current rows.
 func (w *pageTx) probeOrders(ctx context.Context, ids []string, lo, hi []int64, cur []bool) (pgx.Rows, error) {
-	if !w.probeAll {
-		var skipped bool
-		if ids, skipped = currentOrderProbes(ids, lo, hi, cur); skipped {
-			w.skipped = true
+	curIDs, versions := currentOrderProbes(ids, lo, hi, cur)
+	if versions {
+		skip, err := w.unprobed(ctx)
+		if err != nil {
+			return nil, err
 		}
-		if len(ids) == 0 {
-			return nil, nil
+		if !skip {
+			return w.tx.Query(ctx, probeOrdersSQL, w.scope, ids, lo, hi, cur)
 		}
-		return w.tx.Query(ctx, probeCurrentOrdersSQL, w.scope, ids)
+		w.skipped = true
 	}
-	if len(ids) == 0 {
+	if len(curIDs) == 0 {
 		return nil, nil
 	}
-	return w.tx.Query(ctx, probeOrdersSQL, w.scope, ids, lo, hi, cur)
+	return w.tx.Query(ctx, probeCurrentOrdersSQL, w.scope, curIDs)
 }
 
 // orderProbes lists what checkOrders probes after the window: one entry per

@@ -168,10 +168,16 @@ func (w *pageTx) checkTrades(ctx context.Context) error {
 	if len(probe) == 0 {
 		return first.err
 	}
-	if !w.probeAll && first.err == nil {
+	if first.err == nil {
 		// Only a refusal could be found (page_unprobed.go); the COPY's key finds it.
-		w.skipped = true
-		return nil
+		skip, err := w.unprobed(ctx)
+		if err != nil {
+			return err
+		}
+		if skip {
+			w.skipped = true
+			return nil
+		}
 	}
 	if rows, err = w.tx.Query(ctx, probeTradesSQL, w.scope, probe); err != nil {
 		return dbErr("store: retained page trades", err)

@@ -49,7 +49,8 @@ import (
 // of a gap) is legitimate there and decides whether the slice inserts the
 // row or leaves it (orders never rewind).
 //
-// What this rests on is checked in every unprobed slice, not assumed:
+// What this rests on is checked in every slice before it skips a probe, not
+// assumed:
 // unique, valid, immediate, non-partial indexes on exactly trades (scope,
 // trade_id) and order_events (scope, order_id, version) (keysEnforcedSQL).
 // The base tables belong to the trade-processor; without those keys a
@@ -79,18 +80,24 @@ SELECT coalesce(bool_or(u.rel = 'trades'::regclass AND u.cols = '{scope,trade_id
          WHERE i.indrelid IN ('trades'::regclass, 'order_events'::regclass)
            AND i.indisunique AND i.indisvalid AND i.indimmediate AND i.indpred IS NULL AND i.indexprs IS NULL) u`
 
-// chooseProbes leaves w probing everything unless both keys are enforced.
-// Called after checkLegacy (see above for why there).
-func (w *pageTx) chooseProbes(ctx context.Context) error {
+// unprobed reports whether the slice may skip a probe that can only find a
+// refusal: not when told to probe everything, and only over tables whose
+// keys are enforced, read once per slice at the first probe it would skip (a
+// slice whose window showed every page row reads nothing more). Called only
+// from checkTrades and checkOrders, after checkLegacy (see above for why
+// there).
+func (w *pageTx) unprobed(ctx context.Context) (bool, error) {
 	if w.probeAll {
-		return nil
+		return false, nil
 	}
-	var enforced bool
-	if err := w.tx.QueryRow(ctx, keysEnforcedSQL).Scan(&enforced); err != nil {
-		return dbErr("store: read the keys of trades and order_events", err)
+	if !w.keysRead {
+		var enforced bool
+		if err := w.tx.QueryRow(ctx, keysEnforcedSQL).Scan(&enforced); err != nil {
+			return false, dbErr("store: read the keys of trades and order_events", err)
+		}
+		w.keysRead, w.probeAll = true, !enforced
 	}
-	w.probeAll = !enforced
-	return nil
+	return !w.probeAll, nil
 }
 
 // copyErr maps a failed COPY of the slice's missing trades or order versions:
@@ -120,17 +127,17 @@ func reprobe(skipped bool, err error) bool {
 }
 
 // currentOrderProbes is what an unprobed slice probes of orderProbes' lists:
-// the ids whose current orders row is wanted; skipped reports whether a page
-// version went unprobed.
-func currentOrderProbes(ids []string, lo, hi []int64, cur []bool) (curIDs []string, skipped bool) {
+// the ids whose current orders row is wanted; versions reports whether a
+// page version is among what orderProbes listed (what skipping would skip).
+func currentOrderProbes(ids []string, lo, hi []int64, cur []bool) (curIDs []string, versions bool) {
 	curIDs = make([]string, 0, len(ids))
 	for i, id := range ids {
 		if cur[i] {
 			curIDs = append(curIDs, id)
 		}
 		if lo[i] <= hi[i] {
-			skipped = true
+			versions = true
 		}
 	}
-	return curIDs, skipped
+	return curIDs, versions
 }
