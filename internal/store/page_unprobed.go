@@ -50,13 +50,12 @@ import (
 // row or leaves it (orders never rewind).
 //
 // What this rests on is checked in every slice before it skips a probe, not
-// assumed:
-// unique, valid, immediate, non-partial indexes on exactly trades (scope,
-// trade_id) and order_events (scope, order_id, version) (keysEnforcedSQL).
-// The base tables belong to the trade-processor; without those keys a
-// skipped probe's row would be duplicated instead of refused, so a slice
-// over tables without them probes everything. The check runs after
-// checkLegacy has read both tables: from then on the transaction holds
+// assumed: unique, valid, immediate, non-partial indexes on exactly trades
+// (scope, trade_id) and order_events (scope, order_id, version)
+// (keysEnforcedSQL). The base tables belong to the trade-processor; without
+// those keys a skipped probe's row would be duplicated instead of refused,
+// so a slice over tables without them probes everything. The check runs
+// after checkLegacy has read both tables: from then on the transaction holds
 // their ACCESS SHARE locks, which a DROP of either index or constraint must
 // wait for, so the keys it saw still hold when the COPY runs.
 
