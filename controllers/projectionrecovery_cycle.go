@@ -250,8 +250,10 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 	fail := func(res cycleResult, err error) cycleResult { return failed(log, res, err, s.secrets) }
 	keeper := &leaseKeeper{st: st, scope: spec.Scope, owner: r.Owner, ttl: spec.EffectiveLeaseDuration(), clock: r.Clock}
 	budgetEnd := r.Clock.Now().Add(spec.EffectiveCycleTimeout())
-	var prep *store.PreparedPage // page, verified; nil until it is
-	var ahead *pageAhead         // the next page, fetched while this one commits
+	// prep is the unit to commit: page verified, or the pages up to page
+	// merged (pageAhead.unit); nil until page is verified.
+	var prep *store.PreparedPage
+	var ahead *pageAhead // the next unit, fetched while this one commits
 	defer func() { ahead.stop() }()
 	for {
 		lease, err := keeper.ensure(ctx)
@@ -281,21 +283,22 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 				return r.recordFailure(ctx, log, keeper, fail(res, err))
 			}
 		}
-		// The next page is fetched and verified while this one commits,
-		// unless this is the cycle's last page or the member has no more.
-		if res.pages+1 < spec.EffectivePagesPerCycle() && page.ThroughSeq < page.BoundarySeq {
-			ahead = fetchAhead(ctx, st, cl, run, page.ThroughSeq, page.DigestThrough, spec.EffectivePageSize())
+		// The next unit is fetched and verified while this one commits,
+		// unless this is the cycle's last unit or the member has no more.
+		if left := spec.EffectivePagesPerCycle() - res.pages - prep.Pages(); left > 0 && page.ThroughSeq < page.BoundarySeq {
+			ahead = fetchAhead(ctx, st, cl, run, page.ThroughSeq, page.DigestThrough, spec.EffectivePageSize(), min(left, maxAheadPages))
 		}
 		// The transaction is bounded by the lease: it locks the lease row
 		// first, so past that a takeover waits for it; it must not wait forever.
 		wctx, cancel := context.WithTimeout(ctx, keeper.ttl)
 		pr, err := st.ApplyPrepared(wctx, lease, run, prep)
 		cancel()
+		pages := prep.Pages()
 		prep = nil
 		if pr.Committed() {
-			// The page commits in write slices; those before a failing
+			// The unit commits in write slices; those before a failing
 			// one stay committed and the cursor stands after them.
-			res = r.committed(res, run, pr)
+			res = r.committed(res, run, pr, pages)
 		}
 		if err != nil {
 			return r.recordFailure(ctx, log, keeper, fail(res, err))
@@ -313,8 +316,9 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 		}
 		var next *source.Page
 		if ahead.take(pr.VerifiedThroughSeq, pr.ChainDigest) {
-			next, prep, err = ahead.page, ahead.prep, ahead.err
-		} else {
+			next, prep, err = ahead.unit()
+		}
+		if next == nil && err == nil {
 			next, err = cl.Fetch(ctx, pr.VerifiedThroughSeq, pr.ChainDigest, run.DescriptorHash, spec.EffectivePageSize())
 		}
 		ahead = nil
@@ -329,9 +333,10 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 	}
 }
 
-// committed records what a page's committed slices did.
-func (r *ProjectionRecoveryReconciler) committed(res cycleResult, run store.Run, pr store.PageResult) cycleResult {
-	res.pages++
+// committed records what a unit's committed slices did; pages is how many
+// fetched pages the unit held.
+func (r *ProjectionRecoveryReconciler) committed(res cycleResult, run store.Run, pr store.PageResult, pages int) cycleResult {
+	res.pages += pages
 	res.events += pr.Applied
 	res.lockHolds = append(res.lockHolds, pr.LockHeld...)
 	res.cursor = advanceCursor(res.cursor, run, pr, r.Clock.Now())

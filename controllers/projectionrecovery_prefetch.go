@@ -23,48 +23,73 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// pageAhead is the next page of a cycle, fetched from the member and
-// verified (store.PreparePage: identity, ordering, decoding, the chain)
-// while the current page commits (issue 12, goal 2): the member and the
-// verification then overlap with PostgreSQL's work instead of following it.
+// pageAhead is the next unit of a cycle: up to a few pages after the
+// current unit, fetched from the member one after the other and verified
+// (store.PreparePage: identity, ordering, decoding, the chain) while the
+// current unit commits (issue 12, goal 2): the member and the verification
+// then overlap with PostgreSQL's work instead of following it. take merges
+// them into one unit (store.PreparedPage.Merge), which the store may commit
+// in fewer, longer write slices than page by page (issue 12, goal 1).
 //
-// It is fetched from the cursor the current page will leave when it commits
-// whole: (its through, its digest-through). It is used only if the page did
-// commit exactly there; anything else (a DRAINING run that kept a prefix, a
-// slice refused, an error) discards it and, if the cycle goes on, fetches
-// again from the cursor that really stands. A page fetched ahead is
-// therefore the very request the sequential cycle would have sent next, only
-// sent earlier. No transaction is open in this goroutine (never hold one
-// across HTTP), and it never outlives its cycle: stop waits for it.
+// The first page is fetched from the cursor the current unit will leave when
+// it commits whole: (its through, its digest-through); each following page
+// from the one before it. They are used only if the unit did commit exactly
+// there; anything else (a DRAINING run that kept a prefix, a slice refused,
+// an error) discards them and, if the cycle goes on, fetches again from the
+// cursor that really stands. Pages fetched ahead are therefore the very
+// requests the sequential cycle would have sent next, only sent earlier. No
+// transaction is open in this goroutine (never hold one across HTTP), and it
+// never outlives its cycle: stop waits for it.
 type pageAhead struct {
 	after  int64
 	digest string
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	page *source.Page
-	prep *store.PreparedPage // nil for an idle page
-	err  error
+	pages []*source.Page        // fetched in order; an idle page only first
+	preps []*store.PreparedPage // preps[i] verifies pages[i]; nil for an idle page
+	err   error                 // the first page's fetch or verification failed
 }
 
-// fetchAhead starts fetching and preparing the page after (after, digest).
-func fetchAhead(ctx context.Context, st *store.Store, cl *source.Client, run store.Run, after int64, digest string, size int) *pageAhead {
+// maxAheadPages is how many pages a unit fetched ahead holds at most: a
+// merged unit holds at most four pages of the contract's largest size.
+const maxAheadPages = 4
+
+// fetchAhead starts fetching and preparing up to n pages after (after,
+// digest), each from the one before. It stops early at the source boundary,
+// at an idle page and at the first failure; a failure of a later page only
+// ends the unit before it (the next fetch from the cursor meets it again).
+func fetchAhead(ctx context.Context, st *store.Store, cl *source.Client, run store.Run, after int64, digest string, size, n int) *pageAhead {
 	actx, cancel := context.WithCancel(ctx)
 	a := &pageAhead{after: after, digest: digest, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
-		a.page, a.err = cl.Fetch(actx, after, digest, run.DescriptorHash, size)
-		if a.err == nil && !a.page.Idle {
-			a.prep, a.err = st.PreparePage(run, a.page)
+		for i := 0; i < n; i++ {
+			page, err := cl.Fetch(actx, after, digest, run.DescriptorHash, size)
+			var prep *store.PreparedPage
+			if err == nil && !page.Idle {
+				prep, err = st.PreparePage(run, page)
+			}
+			if err != nil || (page.Idle && i > 0) {
+				if i == 0 {
+					a.err = err
+				}
+				return
+			}
+			a.pages, a.preps = append(a.pages, page), append(a.preps, prep)
+			if page.Idle || page.ThroughSeq >= page.BoundarySeq {
+				return
+			}
+			after, digest = page.ThroughSeq, page.DigestThrough
 		}
 	}()
 	return a
 }
 
-// take waits for the page fetched ahead and reports true when it continues
-// from (through, digest), the cursor the current page committed: page, prep
-// and err are then the fetch's. Otherwise it stops the fetch and reports
-// false. Safe on a nil *pageAhead.
+// take waits for the pages fetched ahead and reports true when they continue
+// from (through, digest), the cursor the current unit committed; unit then
+// returns them. Otherwise it stops the fetch and reports false. Safe on a
+// nil *pageAhead.
 func (a *pageAhead) take(through int64, digest string) bool {
 	if a == nil {
 		return false
@@ -76,6 +101,22 @@ func (a *pageAhead) take(through int64, digest string) bool {
 	<-a.done
 	a.cancel()
 	return true
+}
+
+// unit merges the pages taken into one unit: page is the last page merged
+// (the unit ends at its through, digest and boundary), prep the unit (nil
+// for an idle page), err the first page's failure. Pages after one that
+// does not merge are dropped: the next fetch from the cursor asks for them
+// again. pages counts the pages merged.
+func (a *pageAhead) unit() (page *source.Page, prep *store.PreparedPage, err error) {
+	if a.err != nil || len(a.pages) == 0 {
+		return nil, nil, a.err
+	}
+	page, prep = a.pages[0], a.preps[0]
+	for i := 1; i < len(a.pages) && prep.Merge(a.preps[i]); i++ {
+		page = a.pages[i]
+	}
+	return page, prep, nil
 }
 
 // stop cancels the fetch and waits for its goroutine. Safe on nil and twice.

@@ -131,42 +131,67 @@ func decodedEvents(b *testing.B, pages []*source.Page) []wire.Event {
 	return evs
 }
 
-// applyPages applies pages in order, preparing the next while applying the
-// current; it returns the time, the events applied and the keys deferred.
+// applyPages applies pages in order, preparing the next ones while applying
+// the current, and merging into one unit the prepared pages that are ready
+// when a unit starts (PreparedPage.Merge), as the manager does
+// (PROJECTION_BENCH_MERGE=0: one page per unit). It returns the time, the
+// events applied and the keys deferred.
 func applyPages(b *testing.B, s *Store, run Run, pages []*source.Page) (time.Duration, int, int) {
 	l, err := s.AcquireLease(ctxb, run.Scope, "bench", time.Hour)
 	if err != nil {
 		b.Fatal(err)
 	}
-	type prep struct {
-		pp  *PreparedPage
-		err error
-	}
+	merge := os.Getenv("PROJECTION_BENCH_MERGE") != "0"
 	start := time.Now()
-	ahead := make(chan prep, 1)
+	ahead := make(chan *PreparedPage, 3)
 	go func() {
+		defer close(ahead)
 		for _, p := range pages {
 			pp, err := s.PreparePage(run, p)
-			ahead <- prep{pp, err}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			ahead <- pp
 		}
-		close(ahead)
 	}()
 	events, deferred := 0, 0
-	for pr := range ahead {
-		if pr.err != nil {
-			b.Fatal(pr.err)
+	var carry *PreparedPage // prepared, refused by the unit before
+	for {
+		unit, ok := carry, true
+		if unit == nil {
+			if unit, ok = <-ahead; !ok {
+				break
+			}
+		}
+		carry = nil
+		for ready := merge; ready; {
+			select {
+			case next, open := <-ahead:
+				switch {
+				case !open:
+					ready = false
+				case !unit.Merge(next):
+					carry, ready = next, false
+				}
+			default:
+				ready = false
+			}
 		}
 		t := time.Now()
-		res, err := s.ApplyPrepared(ctxb, l, run, pr.pp)
+		res, err := s.ApplyPrepared(ctxb, l, run, unit)
 		if err != nil {
 			b.Fatalf("page after %d: %v", res.AfterSeq, err)
 		}
 		if os.Getenv("PROJECTION_BENCH_VERBOSE") != "" {
 			// Not b.Logf: the benchmark's log is cut after a few lines.
-			fmt.Fprintf(os.Stderr, "page after %d: %d events, %d deferred, in %v\n", res.AfterSeq, res.Applied, res.DeferredKeys, time.Since(t))
+			fmt.Fprintf(os.Stderr, "unit of %d pages after %d: %d events, %d deferred, in %v\n", unit.Pages(), res.AfterSeq, res.Applied, res.DeferredKeys, time.Since(t))
 		}
 		events += res.Applied
 		deferred += res.DeferredKeys
+	}
+	if b.Failed() {
+		b.FailNow()
 	}
 	return time.Since(start), events, deferred
 }

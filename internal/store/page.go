@@ -116,8 +116,9 @@ func (s *Store) ApplyPage(ctx context.Context, l Lease, run Run, page *source.Pa
 // any transaction (see PreparePage). It is applied once: ApplyPrepared
 // consumes it slice by slice.
 type PreparedPage struct {
-	run  Run
-	prep *pagePrep
+	run   Run
+	prep  *pagePrep
+	pages int // fetched pages in the unit (Merge)
 }
 
 // PreparePage does the transaction-free half of ApplyPage: identity, ordering,
@@ -129,7 +130,7 @@ func (s *Store) PreparePage(run Run, page *source.Page) (*PreparedPage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PreparedPage{run: run, prep: p}, nil
+	return &PreparedPage{run: run, prep: p, pages: 1}, nil
 }
 
 // ApplyPrepared commits a prepared page slice by slice (ApplyPage from step
@@ -151,6 +152,7 @@ func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *Prepare
 	var total PageResult
 	for !pp.prep.done() {
 		n := s.slices.size(run.Scope)
+		mark := pp.prep.mark()
 		sl := pp.prep.nextSlice(n)
 		if sl.makesCurrent(run) {
 			// No slice makes the scope CURRENT over a deferred key.
@@ -159,6 +161,15 @@ func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *Prepare
 			}
 		}
 		res, held, err := s.applySlice(ctx, l, run, sl)
+		if err != nil && sl.spans && !pp.prep.bounded && refusesContent(err) {
+			// A slice across merged pages was refused: cut it again page
+			// by page, so the pages before the one refused commit and the
+			// cursor stops where applying the pages one by one stops it
+			// (page_merge.go).
+			pp.prep.rewind(mark)
+			pp.prep.bounded = true
+			continue
+		}
 		if err != nil {
 			return total, err
 		}

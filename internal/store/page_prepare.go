@@ -56,6 +56,7 @@ type prepared struct {
 	seenLock    map[key]bool
 	fills       map[key][]fillRow // slice trade legs by key (for trades found missing)
 	flush       bool              // no event: re-derives deferred keys in full at the cursor (flushDeferred)
+	spans       bool              // its events come from more than one merged page (page_merge.go)
 }
 
 func newSlice(page *source.Page, after int64, digestAfter string, orderBy map[orderKey]*wire.Order) *prepared {
@@ -136,6 +137,71 @@ type pagePrep struct {
 	after       int64  // where the next slice starts
 	digestAfter string // chain digest through after
 	cut         int    // slices cut so far
+
+	// ends are the indexes in decoded where a merged page ended and the
+	// next began (page_merge.go); bounded: slices end there (ApplyPrepared
+	// sets it when a slice across one was refused).
+	ends    []pageEnd
+	bounded bool
+}
+
+// pageEnd is where a merged page ended: the index in decoded of the next
+// page's first event, and the page's throughSeq and digestThrough (a slice
+// ending there ends where the page did).
+type pageEnd struct {
+	i       int
+	through int64
+	digest  string
+}
+
+// sliceMark is where the next slice of a pagePrep starts: ApplyPrepared
+// rewinds to it to cut a refused slice again, page by page.
+type sliceMark struct {
+	next, cut   int
+	after       int64
+	digestAfter string
+}
+
+func (pp *pagePrep) mark() sliceMark {
+	return sliceMark{next: pp.next, cut: pp.cut, after: pp.after, digestAfter: pp.digestAfter}
+}
+
+func (pp *pagePrep) rewind(m sliceMark) {
+	pp.next, pp.cut, pp.after, pp.digestAfter = m.next, m.cut, m.after, m.digestAfter
+}
+
+// limit is where the slice starting at from must end at the latest: the
+// next merged page's start when bounded, the unit's end otherwise.
+func (pp *pagePrep) limit(from int) int {
+	if pp.bounded {
+		for _, e := range pp.ends {
+			if e.i > from {
+				return e.i
+			}
+		}
+	}
+	return len(pp.decoded)
+}
+
+// spans reports whether the events [from, to) come from more than one
+// merged page.
+func (pp *pagePrep) spans(from, to int) bool {
+	for _, e := range pp.ends {
+		if e.i > from && e.i < to {
+			return true
+		}
+	}
+	return false
+}
+
+// endAt is the merged page that ended just before decoded[i], if any.
+func (pp *pagePrep) endAt(i int) (pageEnd, bool) {
+	for _, e := range pp.ends {
+		if e.i == i {
+			return e, true
+		}
+	}
+	return pageEnd{}, false
 }
 
 // prepare verifies identity, ordering, decoding and the chain of the WHOLE
@@ -296,19 +362,22 @@ func (pp *pagePrep) done() bool { return pp.cut > 0 && pp.next == len(pp.decoded
 // (the page's throughSeq also covers commands without outputs).
 func (pp *pagePrep) nextSlice(n int) *prepared {
 	sl := newSlice(pp.page, pp.after, pp.digestAfter, pp.orderBy)
-	i := pp.next
-	for ; i < len(pp.decoded); i++ {
+	i, limit := pp.next, pp.limit(pp.next)
+	for ; i < limit; i++ {
 		if ((n > 0 && sl.applied >= n) || len(sl.lockKeys) >= maxSliceKeys) && pp.decoded[i].Seq() != pp.decoded[i-1].Seq() {
 			break
 		}
 		sl.add(pp.decoded[i])
 	}
+	sl.spans = pp.spans(pp.next, i)
 	pp.next, pp.cut = i, pp.cut+1
 	if i == len(pp.decoded) {
 		sl.through, sl.digest = pp.through, pp.digestAfter
 		if i > 0 {
 			sl.digest = chain.Hex(pp.digests[i-1])
 		}
+	} else if e, ok := pp.endAt(i); ok {
+		sl.through, sl.digest = e.through, e.digest
 	} else {
 		sl.through, sl.digest = pp.decoded[i-1].Seq(), chain.Hex(pp.digests[i-1])
 	}

@@ -169,6 +169,7 @@ type propCase struct {
 	SliceEvents int      // write slice size (store.SetSliceEvents); 0: slices sized by the lock budget
 	MidPage     float64  // probability that the live projector receives events between two slices of a page
 	Resets      int      // cursor resets (FR-APR07) at random page actions: the projection, full, is re-verified from genesis
+	Merge       int      // pages fetched ahead and merged into one unit (PreparedPage.Merge) at each page action, at most
 }
 
 // drawCase draws a case. Sizes favour small cases (most bugs need few
@@ -231,6 +232,9 @@ func drawCase(seed uint64) propCase {
 	// the re-verification defers the keys it only verifies (deferred.go)
 	// while live writes keep landing, and must still end in the replay.
 	c.Resets = []int{0, 0, 1, 2}[r.IntN(4)]
+	// Drawn after everything else, for the same reason: one page per unit
+	// in half of the cases, up to 2 or 4 merged in the others.
+	c.Merge = []int{1, 1, 2, 4}[r.IntN(4)]
 	return c
 }
 
@@ -420,12 +424,36 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 				continue
 			}
 			ab := time.Now()
-			res, err := w.s.ApplyPage(propCtx, lease, run, page)
-			inApply += time.Since(ab)
+			unit, err := w.s.PreparePage(run, page)
 			if err != nil {
 				t.Fatalf("page (%d, %d] of B %d: %v", page.AfterSeq, page.ThroughSeq, page.BoundarySeq, err)
 			}
-			pages++
+			// The pages after it, fetched ahead and merged when they may
+			// be (page_merge.go): the unit must commit what the pages
+			// one by one would.
+			for last := page; unit.Pages() < c.Merge && last.ThroughSeq < last.BoundarySeq; {
+				next, err := cl.Fetch(propCtx, last.ThroughSeq, last.DigestThrough, run.DescriptorHash, max(size, nextWidth(width, last.ThroughSeq)))
+				if err != nil {
+					t.Fatalf("fetch ahead after %d: %v", last.ThroughSeq, err)
+				}
+				if next.Idle {
+					break
+				}
+				np, err := w.s.PreparePage(run, next)
+				if err != nil {
+					t.Fatalf("page (%d, %d] of B %d: %v", next.AfterSeq, next.ThroughSeq, next.BoundarySeq, err)
+				}
+				if !unit.Merge(np) {
+					break
+				}
+				last = next
+			}
+			res, err := w.s.ApplyPrepared(propCtx, lease, run, unit)
+			inApply += time.Since(ab)
+			if err != nil {
+				t.Fatalf("unit of %d pages from %d of B %d: %v", unit.Pages(), page.AfterSeq, page.BoundarySeq, err)
+			}
+			pages += unit.Pages()
 			verified = res.VerifiedThroughSeq
 			// The final comparison cannot see a rewind a later page repairs:
 			// check after every page that no current order row went back.

@@ -41,8 +41,9 @@ const (
 	// re-reads, the touched keys' positions) from dominating when one slow
 	// slice (a checkpoint, a vacuum) inflates the estimate.
 	minSliceEvents = 50
-	// maxSliceEvents is the source contract's maximum page.
-	maxSliceEvents = 10_000
+	// maxSliceEvents is the longest slice: a unit of merged pages
+	// (page_merge.go), reached only while nobody waits for the lock.
+	maxSliceEvents = maxMergedEvents
 	// maxSliceKeys bounds the key locks a slice holds (one advisory lock
 	// each, in PostgreSQL's shared lock table, sized by
 	// max_locks_per_transaction × max_connections: 6,400 by default). A

@@ -1,0 +1,165 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package store
+
+import (
+	"errors"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"github.com/projection-recovery/projection-recovery/internal/source"
+)
+
+// Merged pages (issue 12, goal 1; docs/performance.md "Slices across
+// pages").
+//
+// A fetched page is the fetch unit and holds at most source.MaxPageEvents
+// events; each slice pays a fixed cost (about 25 statements: the lease, run
+// and cursor re-reads, the key locks, and the position, basis and outbox rows
+// of every key it touches, however few of its events touch them). A catch-up
+// whose next pages are already fetched and verified may let one slice span
+// several of them: Merge joins consecutive prepared pages into one unit that
+// ApplyPrepared slices as it slices a page. Nothing else changes: a slice is
+// a page in every respect FR-APR06 names (its window, its chain digests at
+// both ends, the refusals, R1 and R2, one compare-and-set of the cursor), and
+// slices are still cut between commands only; a page boundary is a command
+// boundary. While a live write waits for a slice's keys the slice sizer cuts
+// slices to the budget as before (slice.go); only a scope nobody writes
+// live, or whose live writes touch other keys, gets the longer slices.
+//
+// Merge joins only what applying the pages one after the other would apply
+// identically, and refuses (returns false, changing nothing) otherwise:
+//   - both pages verified whole against the same run (PreparePage), neither
+//     applied, neither idle;
+//   - consecutive: the second starts at the first's throughSeq with the
+//     first's digestThrough, so the chain verified page by page is one chain;
+//   - the first applies all its events (a DRAINING run that keeps a prefix of
+//     it ends its catch-up there);
+//   - the source boundary does not move back (the cursor records the largest
+//     one observed, and CURRENT is decided against the last page's);
+//   - no trade id, order version or opening key is in both pages: the pages'
+//     duplicate rules (checkDecoded) are page-wide, and a duplicate across
+//     two pages is refused by the second page's window checks against what
+//     the first committed, which a merged slice would not see;
+//   - the unit stays bounded: at most maxMergedEvents events.
+//
+// A caller that cannot merge applies the pages one by one, as before.
+//
+// A refusal of a slice across merged pages would stop the cursor before the
+// first of them, where applying them one by one stops it at the page
+// refused: ApplyPrepared then cuts that slice again with page ends as
+// bounds (pagePrep.bounded), so the pages before it commit and the refusal
+// comes from the page's own slice.
+
+// maxMergedEvents bounds a merged unit: FR-APR10 "pages are bounded", and a
+// merged unit is what ApplyPrepared holds in memory at once.
+const maxMergedEvents = 4 * source.MaxPageEvents
+
+// Pages is how many fetched pages pp holds (1 unless Merge joined some).
+func (pp *PreparedPage) Pages() int { return pp.pages }
+
+// Events is how many events of pp will be applied.
+func (pp *PreparedPage) Events() int { return len(pp.prep.decoded) }
+
+// Merge appends next to pp when the two can be applied as one unit (see
+// above) and reports whether it did; on false neither is changed. A merged
+// next is consumed: applying it fails as applying a page twice does.
+func (pp *PreparedPage) Merge(next *PreparedPage) bool {
+	if pp == nil || next == nil || pp == next || !pp.mergeable(next) {
+		return false
+	}
+	a, b := pp.prep, next.prep
+	header := *b.page
+	header.AfterSeq, header.DigestAfter = a.page.AfterSeq, a.page.DigestAfter
+	header.Events = nil // the events were verified and decoded; slices read decoded
+	a.ends = append(a.ends, pageEnd{i: len(a.decoded), through: a.through, digest: a.page.DigestThrough})
+	for _, e := range b.ends {
+		e.i += len(a.decoded)
+		a.ends = append(a.ends, e)
+	}
+	a.page = &header
+	a.decoded = append(a.decoded, b.decoded...)
+	a.digests = append(a.digests, b.digests...)
+	for k, o := range b.orderBy {
+		a.orderBy[k] = o
+	}
+	a.through = b.through
+	pp.pages += next.pages
+	b.cut = 1 // consumed: ApplyPrepared(next) now fails as for an applied page
+	return true
+}
+
+// mergeable is Merge's condition (see the list above).
+func (pp *PreparedPage) mergeable(next *PreparedPage) bool {
+	a, b := pp.prep, next.prep
+	switch {
+	case !pp.run.sameBarrier(next.run), a.cut > 0, b.cut > 0, a.page.Idle, b.page.Idle:
+		return false
+	case b.page.AfterSeq != a.page.ThroughSeq || b.page.DigestAfter != a.page.DigestThrough:
+		return false
+	case a.through != a.page.ThroughSeq, b.page.BoundarySeq < a.page.BoundarySeq:
+		return false
+	case len(a.decoded)+len(b.decoded) > maxMergedEvents:
+		return false
+	case b.page.DescriptorHash != a.page.DescriptorHash, b.page.ProtocolVersion != a.page.ProtocolVersion:
+		return false
+	}
+	return !sharesIdentity(a, b)
+}
+
+// sharesIdentity reports whether a trade id, an order version or an
+// opening's key is in both prepared pages.
+func sharesIdentity(a, b *pagePrep) bool {
+	trades := map[string]bool{}
+	openings := map[key]bool{}
+	for _, e := range a.decoded {
+		switch {
+		case e.Trade != nil:
+			trades[e.Trade.TradeID] = true
+		case e.Opening != nil:
+			openings[key{e.Opening.Account, e.Opening.Instrument}] = true
+		}
+	}
+	for _, e := range b.decoded {
+		switch {
+		case e.Trade != nil && trades[e.Trade.TradeID]:
+			return true
+		case e.Order != nil && a.orderBy[orderKey{e.Order.OrderID, e.Order.Version}] != nil:
+			return true
+		case e.Opening != nil && openings[key{e.Opening.Account, e.Opening.Instrument}]:
+			return true
+		}
+	}
+	return false
+}
+
+// refusesContent reports whether err refused what a slice holds (its events
+// or the rows of its window), so that the slice cut again page by page may
+// commit a prefix. A lost lease, a superseded run, a moved cursor and an
+// unknown COMMIT outcome are about the scope, not the events: cutting again
+// would meet them again (and after an unknown COMMIT only the cursor may
+// tell what is applied).
+func refusesContent(err error) bool {
+	var r *codes.Refusal
+	if !errors.As(err, &r) {
+		return false
+	}
+	switch r.Code {
+	case codes.LeaseLost, codes.Superseded, codes.CursorMoved, codes.CommitOutcomeUnknown:
+		return false
+	}
+	return true
+}
