@@ -49,6 +49,10 @@ type pageAhead struct {
 	pages []*source.Page        // fetched in order; an idle page only first
 	preps []*store.PreparedPage // preps[i] verifies pages[i]; nil for an idle page
 	err   error                 // the first page's fetch or verification failed
+	// merged is preps[0] with the pages after it merged in as they came,
+	// through last (in the goroutine, so the merge overlaps the commit too).
+	merged *store.PreparedPage
+	last   *source.Page
 }
 
 // maxAheadPages is how many pages a unit fetched ahead holds at most: a
@@ -76,7 +80,14 @@ func fetchAhead(ctx context.Context, st *store.Store, cl *source.Client, run sto
 				}
 				return
 			}
+			if i > 0 && !a.merged.Merge(prep) {
+				return // the next fetch from the cursor asks for it again
+			}
 			a.pages, a.preps = append(a.pages, page), append(a.preps, prep)
+			if i == 0 {
+				a.merged = prep
+			}
+			a.last = page
 			if page.Idle || page.ThroughSeq >= page.BoundarySeq {
 				return
 			}
@@ -103,20 +114,15 @@ func (a *pageAhead) take(through int64, digest string) bool {
 	return true
 }
 
-// unit merges the pages taken into one unit: page is the last page merged
+// unit returns the pages taken as one unit: page is the last page merged
 // (the unit ends at its through, digest and boundary), prep the unit (nil
-// for an idle page), err the first page's failure. Pages after one that
-// does not merge are dropped: the next fetch from the cursor asks for them
-// again. pages counts the pages merged.
+// for an idle page), err the first page's failure. A page that did not merge
+// ended the fetch: the next fetch from the cursor asks for it again.
 func (a *pageAhead) unit() (page *source.Page, prep *store.PreparedPage, err error) {
 	if a.err != nil || len(a.pages) == 0 {
 		return nil, nil, a.err
 	}
-	page, prep = a.pages[0], a.preps[0]
-	for i := 1; i < len(a.pages) && prep.Merge(a.preps[i]); i++ {
-		page = a.pages[i]
-	}
-	return page, prep, nil
+	return a.last, a.merged, nil
 }
 
 // stop cancels the fetch and waits for its goroutine. Safe on nil and twice.

@@ -131,11 +131,10 @@ func decodedEvents(b *testing.B, pages []*source.Page) []wire.Event {
 	return evs
 }
 
-// applyPages applies pages in order, preparing the next ones while applying
-// the current, and merging into one unit the prepared pages that are ready
-// when a unit starts (PreparedPage.Merge), as the manager does
-// (PROJECTION_BENCH_MERGE=0: one page per unit). It returns the time, the
-// events applied and the keys deferred.
+// applyPages applies pages in order, preparing and merging the next ones
+// (PreparedPage.Merge, up to its bound) while applying the current unit, as
+// the manager's fetch ahead does (PROJECTION_BENCH_MERGE=0: one page per
+// unit). It returns the time, the events applied and the keys deferred.
 func applyPages(b *testing.B, s *Store, run Run, pages []*source.Page) (time.Duration, int, int) {
 	l, err := s.AcquireLease(ctxb, run.Scope, "bench", time.Hour)
 	if err != nil {
@@ -143,41 +142,30 @@ func applyPages(b *testing.B, s *Store, run Run, pages []*source.Page) (time.Dur
 	}
 	merge := os.Getenv("PROJECTION_BENCH_MERGE") != "0"
 	start := time.Now()
-	ahead := make(chan *PreparedPage, 3)
+	units := make(chan *PreparedPage, 1)
 	go func() {
-		defer close(ahead)
+		defer close(units)
+		var unit *PreparedPage
 		for _, p := range pages {
 			pp, err := s.PreparePage(run, p)
 			if err != nil {
 				b.Error(err)
 				return
 			}
-			ahead <- pp
+			if unit != nil && merge && unit.Merge(pp) {
+				continue
+			}
+			if unit != nil {
+				units <- unit
+			}
+			unit = pp
+		}
+		if unit != nil {
+			units <- unit
 		}
 	}()
 	events, deferred := 0, 0
-	var carry *PreparedPage // prepared, refused by the unit before
-	for {
-		unit, ok := carry, true
-		if unit == nil {
-			if unit, ok = <-ahead; !ok {
-				break
-			}
-		}
-		carry = nil
-		for ready := merge; ready; {
-			select {
-			case next, open := <-ahead:
-				switch {
-				case !open:
-					ready = false
-				case !unit.Merge(next):
-					carry, ready = next, false
-				}
-			default:
-				ready = false
-			}
-		}
+	for unit := range units {
 		t := time.Now()
 		res, err := s.ApplyPrepared(ctxb, l, run, unit)
 		if err != nil {

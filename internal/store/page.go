@@ -206,7 +206,7 @@ func (s *Store) attemptSlice(ctx context.Context, l Lease, run Run, p *prepared,
 	if err != nil {
 		return PageResult{}, 0, false, dbErr("store: begin page", err)
 	}
-	w := &pageTx{tx: tx, scope: run.Scope, p: p, probeAll: probeAll}
+	w := &pageTx{tx: tx, scope: run.Scope, p: p, probeAll: probeAll, currentProbes: s.hooks.currentProbes}
 	res, points, locked, err := s.lockAndApply(ctx, w, l, run)
 	if err != nil {
 		_ = tx.Rollback(ctx) // a failed rollback closes the connection: the server rolls back

@@ -48,12 +48,13 @@ type pageTx struct {
 	inserted      int64
 	orderEvents   int64
 	changed       int
-	newer         int64 // retained legs newer than the page folded into its keys (R1)
-	noDefer       bool  // every key is folded in full: a flush slice, or one that makes the scope CURRENT (deferred.go)
-	deferred      int   // keys whose derivation the slice deferred (deferFold)
-	probeAll      bool  // probe every page row the window did not show (page_unprobed.go)
-	keysRead      bool  // unprobed read the catalog's keys for this slice
-	skipped       bool  // a probe that could only have found a refusal was skipped
+	newer         int64       // retained legs newer than the page folded into its keys (R1)
+	noDefer       bool        // every key is folded in full: a flush slice, or one that makes the scope CURRENT (deferred.go)
+	deferred      int         // keys whose derivation the slice deferred (deferFold)
+	probeAll      bool        // probe every page row the window did not show (page_unprobed.go)
+	keysRead      bool        // unprobed read the catalog's keys for this slice
+	skipped       bool        // a probe that could only have found a refusal was skipped
+	currentProbes func(n int) // hooks.currentProbes: how many current orders rows the slice probes
 }
 
 // tempTables are created once per connection and emptied at every commit
@@ -268,15 +269,28 @@ const orderCols = `order_id, version, seq, account, instrument, side, price, qua
 // (page_unprobed.go), it reads only the current rows.
 func (w *pageTx) probeOrders(ctx context.Context, ids []string, lo, hi []int64, cur []bool) (pgx.Rows, error) {
 	curIDs, versions := currentOrderProbes(ids, lo, hi, cur)
-	if versions {
-		skip, err := w.unprobed(ctx)
-		if err != nil {
+	born := w.p.bornHere(curIDs)
+	skip := false
+	if versions || born > 0 {
+		var err error
+		if skip, err = w.unprobed(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if versions {
 		if !skip {
 			return w.tx.Query(ctx, probeOrdersSQL, w.scope, ids, lo, hi, cur)
 		}
 		w.skipped = true
+	}
+	if skip && born > 0 {
+		var err error
+		if curIDs, err = w.withoutBornHere(ctx, curIDs, born); err != nil {
+			return nil, err
+		}
+	}
+	if h := w.currentProbes; h != nil {
+		h(len(curIDs))
 	}
 	if len(curIDs) == 0 {
 		return nil, nil

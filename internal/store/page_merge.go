@@ -17,10 +17,12 @@ limitations under the License.
 package store
 
 import (
+	"crypto/sha256"
 	"errors"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/source"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 // Merged pages (issue 12, goal 1; docs/performance.md "Slices across
@@ -91,11 +93,18 @@ func (pp *PreparedPage) Merge(next *PreparedPage) bool {
 		a.ends = append(a.ends, e)
 	}
 	a.page = &header
+	if cap(a.decoded) < maxMergedEvents {
+		// Once, at the first merge: a unit then grows in place, and each
+		// merge copies only the page it adds.
+		a.decoded = append(make([]wire.Event, 0, maxMergedEvents), a.decoded...)
+		a.digests = append(make([][sha256.Size]byte, 0, maxMergedEvents), a.digests...)
+	}
 	a.decoded = append(a.decoded, b.decoded...)
 	a.digests = append(a.digests, b.digests...)
 	for k, o := range b.orderBy {
 		a.orderBy[k] = o
 	}
+	a.tradeIDs, a.openingKeys = append(a.tradeIDs, b.tradeIDs...), append(a.openingKeys, b.openingKeys...)
 	a.through = b.through
 	pp.pages += next.pages
 	b.cut = 1 // consumed: ApplyPrepared(next) now fails as for an applied page
@@ -121,26 +130,30 @@ func (pp *PreparedPage) mergeable(next *PreparedPage) bool {
 }
 
 // sharesIdentity reports whether a trade id, an order version or an
-// opening's key is in both prepared pages.
+// opening's key of b is in a: one lookup per identity of b in each page of a
+// (the pages' own sets, kept from checkDecoded).
 func sharesIdentity(a, b *pagePrep) bool {
-	trades := map[string]bool{}
-	openings := map[key]bool{}
-	for _, e := range a.decoded {
-		switch {
-		case e.Trade != nil:
-			trades[e.Trade.TradeID] = true
-		case e.Opening != nil:
-			openings[key{e.Opening.Account, e.Opening.Instrument}] = true
+	for k := range b.orderBy {
+		if a.orderBy[k] != nil {
+			return true
 		}
 	}
-	for _, e := range b.decoded {
-		switch {
-		case e.Trade != nil && trades[e.Trade.TradeID]:
-			return true
-		case e.Order != nil && a.orderBy[orderKey{e.Order.OrderID, e.Order.Version}] != nil:
-			return true
-		case e.Opening != nil && openings[key{e.Opening.Account, e.Opening.Instrument}]:
-			return true
+	for _, ids := range b.tradeIDs {
+		for id := range ids {
+			for _, seen := range a.tradeIDs {
+				if seen[id] {
+					return true
+				}
+			}
+		}
+	}
+	for _, keys := range b.openingKeys {
+		for k := range keys {
+			for _, seen := range a.openingKeys {
+				if seen[k] {
+					return true
+				}
+			}
 		}
 	}
 	return false

@@ -143,6 +143,11 @@ type pagePrep struct {
 	// sets it when a slice across one was refused).
 	ends    []pageEnd
 	bounded bool
+	// tradeIDs and openingKeys hold, per fetched page of the unit, its
+	// trade ids and openings' keys (checkDecoded), which Merge checks the
+	// next page against.
+	tradeIDs    []map[string]bool
+	openingKeys []map[key]bool
 }
 
 // pageEnd is where a merged page ended: the index in decoded of the next
@@ -293,19 +298,28 @@ func prepare(run Run, page *source.Page) (*pagePrep, error) {
 	if err != nil {
 		return nil, err
 	}
-	orderBy, err := checkDecoded(page, decoded)
+	ids, err := checkDecoded(page, decoded)
 	if err != nil {
 		return nil, err
 	}
-	return &pagePrep{page: page, decoded: decoded, digests: digests[:applied], orderBy: orderBy, through: through,
-		after: page.AfterSeq, digestAfter: page.DigestAfter}, nil
+	return &pagePrep{page: page, decoded: decoded, digests: digests[:applied], orderBy: ids.orders, through: through,
+		after: page.AfterSeq, digestAfter: page.DigestAfter,
+		tradeIDs: []map[string]bool{ids.trades}, openingKeys: []map[key]bool{ids.openings}}, nil
+}
+
+// pageIdentities are the page's trade ids, order versions (with their
+// events) and openings' keys.
+type pageIdentities struct {
+	trades   map[string]bool
+	orders   map[orderKey]*wire.Order
+	openings map[key]bool
 }
 
 // checkDecoded applies the page-wide rules to the decoded events: the wire
 // seq is the page's, and no trade, order version or opening appears twice in
-// the PAGE (not only within a slice). It returns the page's order versions
-// by key.
-func checkDecoded(page *source.Page, decoded []wire.Event) (map[orderKey]*wire.Order, error) {
+// the PAGE (not only within a slice). It returns what it checked, which
+// Merge checks across pages.
+func checkDecoded(page *source.Page, decoded []wire.Event) (pageIdentities, error) {
 	nt, no := 0, 0
 	for _, e := range decoded {
 		switch {
@@ -322,31 +336,31 @@ func checkDecoded(page *source.Page, decoded []wire.Event) (map[orderKey]*wire.O
 	for i, e := range decoded {
 		ev := page.Events[i]
 		if e.Seq() != ev.Seq {
-			return nil, refuse(codes.OrderingViolation, "event %d: page seq %d, wire seq %d", i, ev.Seq, e.Seq())
+			return pageIdentities{}, refuse(codes.OrderingViolation, "event %d: page seq %d, wire seq %d", i, ev.Seq, e.Seq())
 		}
 		switch {
 		case e.Trade != nil:
 			if trades[e.Trade.TradeID] {
-				return nil, refuse(codes.OrderingViolation, "trade %s appears twice in the page", e.Trade.TradeID)
+				return pageIdentities{}, refuse(codes.OrderingViolation, "trade %s appears twice in the page", e.Trade.TradeID)
 			}
 			trades[e.Trade.TradeID] = true
 		case e.Order != nil:
 			ok := orderKey{e.Order.OrderID, e.Order.Version}
 			if orders[ok] != nil {
-				return nil, refuse(codes.OrderingViolation, "order %s version %d appears twice in the page", ok.id, ok.version)
+				return pageIdentities{}, refuse(codes.OrderingViolation, "order %s version %d appears twice in the page", ok.id, ok.version)
 			}
 			orders[ok] = e.Order
 		case e.Opening != nil:
 			k := key{e.Opening.Account, e.Opening.Instrument}
 			if openings[k] {
-				return nil, refuse(codes.OpeningConflict, "two openings for %s/%s in the page", k.account, k.instrument)
+				return pageIdentities{}, refuse(codes.OpeningConflict, "two openings for %s/%s in the page", k.account, k.instrument)
 			}
 			openings[k] = true
 		default:
-			return nil, refuse(codes.MalformedEvent, "event at seq %d has no payload", ev.Seq)
+			return pageIdentities{}, refuse(codes.MalformedEvent, "event at seq %d has no payload", ev.Seq)
 		}
 	}
-	return orders, nil
+	return pageIdentities{trades: trades, orders: orders, openings: openings}, nil
 }
 
 // done reports whether every slice of the page has been cut (an empty or

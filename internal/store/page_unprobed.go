@@ -47,12 +47,21 @@ import (
 // Still probed: the current orders rows of page orders the window did not
 // show. A newer version retained beyond the window (the live projector ahead
 // of a gap) is legitimate there and decides whether the slice inserts the
-// row or leaves it (orders never rewind).
+// row or leaves it (orders never rewind). Except for orders born in the
+// slice (their version 1 is in it) when no orders row of the scope lies
+// beyond the slice's window (ordersBeyondSQL; a bootstrap into an empty
+// projection, or behind a live projector that is not ahead): such an
+// order's current row, if any, sits at a seq the window did not show and
+// not beyond it, so at or before the slice's after, where only a refusal
+// can be (ORDER_PROVENANCE_CONFLICT), and the slice's COPY of the row
+// collides with it on the orders key. Where rows lie beyond (a live
+// projector ahead of a gap, a re-verification), they are probed: there a
+// collision, and a second attempt, would be the rule.
 //
 // What this rests on is checked in every slice before it skips a probe, not
 // assumed: unique, valid, immediate, non-partial indexes on exactly trades
-// (scope, trade_id) and order_events (scope, order_id, version)
-// (keysEnforcedSQL). The base tables belong to the trade-processor; without
+// (scope, trade_id), order_events (scope, order_id, version) and orders
+// (scope, order_id) (keysEnforcedSQL). The base tables belong to the trade-processor; without
 // those keys a skipped probe's row would be duplicated instead of refused,
 // so a slice over tables without them probes everything. The check runs
 // after checkLegacy has read both tables: from then on the transaction holds
@@ -64,19 +73,20 @@ import (
 // every probe (it never reaches a caller).
 var errUnprobedKey = errors.New("store: a retained row holds a key of the unprobed slice")
 
-// keysEnforcedSQL reports whether both keys the unprobed attempt rests on are
+// keysEnforcedSQL reports whether the keys the unprobed attempt rests on are
 // enforced: a unique index whose key columns are exactly the key's (in any
 // order; INCLUDE columns do not count), valid, checked at once (not
 // deferrable), on every row (no predicate, no expression).
 const keysEnforcedSQL = `
 SELECT coalesce(bool_or(u.rel = 'trades'::regclass AND u.cols = '{scope,trade_id}'), false)
    AND coalesce(bool_or(u.rel = 'order_events'::regclass AND u.cols = '{order_id,scope,version}'), false)
+   AND coalesce(bool_or(u.rel = 'orders'::regclass AND u.cols = '{order_id,scope}'), false)
   FROM (SELECT i.indrelid AS rel,
                ARRAY(SELECT a.attname::text FROM pg_attribute a
                       WHERE a.attrelid = i.indrelid AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])
                       ORDER BY a.attname) AS cols
           FROM pg_index i
-         WHERE i.indrelid IN ('trades'::regclass, 'order_events'::regclass)
+         WHERE i.indrelid IN ('trades'::regclass, 'order_events'::regclass, 'orders'::regclass)
            AND i.indisunique AND i.indisvalid AND i.indimmediate AND i.indpred IS NULL AND i.indexprs IS NULL) u`
 
 // unprobed reports whether the slice may skip a probe that can only find a
@@ -92,7 +102,7 @@ func (w *pageTx) unprobed(ctx context.Context) (bool, error) {
 	if !w.keysRead {
 		var enforced bool
 		if err := w.tx.QueryRow(ctx, keysEnforcedSQL).Scan(&enforced); err != nil {
-			return false, dbErr("store: read the keys of trades and order_events", err)
+			return false, dbErr("store: read the keys of trades, order_events and orders", err)
 		}
 		w.keysRead, w.probeAll = true, !enforced
 	}
@@ -139,4 +149,41 @@ func currentOrderProbes(ids []string, lo, hi []int64, cur []bool) (curIDs []stri
 		}
 	}
 	return curIDs, versions
+}
+
+// ordersBeyondSQL: does an orders row of the scope lie beyond a seq? One
+// backward probe of orders (scope, seq).
+const ordersBeyondSQL = `SELECT EXISTS (SELECT 1 FROM orders WHERE scope = $1 AND seq > $2)`
+
+// bornHere counts the ids whose version 1 is in the slice.
+func (p *prepared) bornHere(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		if p.orderOf(orderKey{id, 1}) != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// withoutBornHere drops from ids the orders born in the slice (born of
+// them) when no orders row of the scope lies beyond the slice's window (see
+// above), and marks the slice as having skipped probes; otherwise it
+// returns ids as they are.
+func (w *pageTx) withoutBornHere(ctx context.Context, ids []string, born int) ([]string, error) {
+	var beyond bool
+	if err := w.tx.QueryRow(ctx, ordersBeyondSQL, w.scope, w.p.through).Scan(&beyond); err != nil {
+		return nil, dbErr("store: orders beyond the slice", err)
+	}
+	if beyond {
+		return ids, nil
+	}
+	kept := make([]string, 0, len(ids)-born)
+	for _, id := range ids {
+		if w.p.orderOf(orderKey{id, 1}) == nil {
+			kept = append(kept, id)
+		}
+	}
+	w.skipped = true
+	return kept, nil
 }

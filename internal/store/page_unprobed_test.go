@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -67,6 +68,10 @@ func TestUnprobed_RefusesAsTheProbedSlice(t *testing.T) {
 			seedTrade(t, s, "s", evTrade1, i64(99), "BOOKED")
 			seedTrade(t, s, "s", evTrade2, i64(2), "BOOKED")
 		}, codes.TradeProvenanceConflict, 1},
+		{"the current row of an order born in the page, before the window, no version: the COPY of orders collides", func(t *testing.T, s *Store) {
+			seedOrder(t, s, "s", evOrder, i64(0))
+			mustExec(t, s, `DELETE FROM order_events`)
+		}, codes.OrderProvenanceConflict, 2},
 		{"a refusal after a skipped probe that would have found nothing: run again, same refusal", func(t *testing.T, s *Store) {
 			seedOrder(t, s, "s", wire.Event{Type: wire.TypeOrder, Order: &mismatch}, i64(2))
 		}, codes.OrderRowMismatch, 2},
@@ -150,6 +155,7 @@ CREATE UNIQUE INDEX trades_id_seq ON trades (scope, trade_id, seq)`, 1},
 ALTER TABLE trades DROP CONSTRAINT trades_pkey;
 ALTER TABLE trades ADD CONSTRAINT trades_key UNIQUE (scope, trade_id) DEFERRABLE INITIALLY DEFERRED`, 1},
 		{"no key on order_events", `ALTER TABLE order_events DROP CONSTRAINT order_events_pkey`, 1},
+		{"no key on orders", `ALTER TABLE orders DROP CONSTRAINT orders_pkey`, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := setup(t)
@@ -165,6 +171,67 @@ ALTER TABLE trades ADD CONSTRAINT trades_key UNIQUE (scope, trade_id) DEFERRABLE
 				t.Errorf("%d attempts, want %d", n.Load(), tc.attempts)
 			}
 		})
+	}
+}
+
+// The current rows of orders born in a slice are not probed while no orders
+// row lies beyond the slice (a bootstrap into an empty projection), and are
+// probed where rows do (a re-verification): each slice commits in one
+// attempt either way, and the projection is what a probed slice writes.
+func TestUnprobed_SkipsTheCurrentRowsOfOrdersBornInTheSlice(t *testing.T) {
+	t.Parallel()
+	pages := StreamPages(t, 11, 3_000)
+	var dumps [2]string
+	for i, probeAll := range []bool{true, false} {
+		s := newStore(t)
+		s.hooks.probeAll = probeAll
+		s.SetSliceEvents(400)
+		var probed atomic.Int64
+		s.hooks.currentProbes = func(n int) { probed.Add(int64(n)) }
+		run := addRun(t, s, "s", PhaseActive, nil)
+		l := lease(t, s, "s", "a")
+		n := countAttempts(s)
+		apply := func() (slices, orders int) {
+			for _, p := range pages {
+				res, err := s.ApplyPage(ctxb, l, run, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				slices += res.Slices
+			}
+			for _, p := range pages {
+				for _, e := range p.Events {
+					if ev, err := wire.Decode(e.Wire); err == nil && ev.Order != nil {
+						orders++
+					}
+				}
+			}
+			return slices, orders
+		}
+		slices, versions := apply()
+		if int(n.Load()) != slices {
+			t.Errorf("probeAll=%v: bootstrap in %d attempts for %d slices", probeAll, n.Load(), slices)
+		}
+		if !probeAll && (probed.Load() == 0 || probed.Load() > int64(versions)/10) {
+			t.Errorf("bootstrap: %d current rows probed for %d order versions; want only those of orders born before their slice", probed.Load(), versions)
+		}
+		dumps[i] = snapshot(t, s)
+		mustExec(t, s, `DELETE FROM projection_catchup_cursor`)
+		n.Store(0)
+		probed.Store(0)
+		slices, _ = apply()
+		if int(n.Load()) != slices {
+			t.Errorf("probeAll=%v: re-verification in %d attempts for %d slices", probeAll, n.Load(), slices)
+		}
+		if !probeAll && probed.Load() == 0 {
+			t.Error("re-verification: no current row probed; orders beyond the window must be")
+		}
+		if got := projection(t, s); !strings.HasPrefix(dumps[i], got) {
+			t.Errorf("probeAll=%v: the re-verification changed the projection", probeAll)
+		}
+	}
+	if dumps[0] != dumps[1] {
+		t.Errorf("the unprobed slices wrote another projection than the probed ones")
 	}
 }
 

@@ -133,7 +133,7 @@ func (w *pageTx) writeOrders(ctx context.Context) error {
 		}
 	}
 	if _, err := fresh.send(ctx, w.tx, copyOrdersSQL); err != nil {
-		return dbErr("store: insert orders", err)
+		return w.copyErr("store: insert orders", err)
 	}
 	if len(ids) == 0 {
 		return nil

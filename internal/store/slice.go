@@ -19,6 +19,8 @@ package store
 import (
 	"sync"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/source"
 )
 
 // Write slices (issue 14, docs/live-writes.md). A fetched page commits in
@@ -53,6 +55,13 @@ const (
 	// quietSlices is how many slices in a row must end with nobody waiting
 	// for the lock before slices grow.
 	quietSlices = 3
+	// wholeSliceEvents is a slice of a scope dominated by newer retained
+	// legs (sliceSizer.whole): a fetched page's worth, as when such a scope
+	// committed whole pages. Finer slices would fold those legs again per
+	// slice; a merged unit (page_merge.go) in one slice would hold the keys
+	// that a live writer keeps waiting for (the newer legs are its trades)
+	// for several pages' time.
+	wholeSliceEvents = source.MaxPageEvents
 	// newerFactor: a slice that re-folded more than this many retained
 	// legs newer than itself per event of its own is dominated by them
 	// (see sliceSizer.observe).
@@ -91,7 +100,8 @@ type sliceSizer struct {
 	// than itself than it had events (a re-verification after a cursor
 	// reset, where "newer" is the rest of the history). Every slice pays
 	// that re-fold again, so slicing would multiply it by the slices per
-	// page; such a scope commits whole pages until it is no longer so.
+	// page; such a scope commits a page's worth per slice
+	// (wholeSliceEvents) until it is no longer so.
 	whole map[string]bool
 }
 
@@ -103,8 +113,10 @@ func (z *sliceSizer) size(scope string) int {
 	switch {
 	case z.fixed > 0:
 		return z.fixed
-	case z.budget < 0, z.whole[scope]:
+	case z.budget < 0:
 		return 0
+	case z.whole[scope]:
+		return wholeSliceEvents
 	}
 	if n, ok := z.n[scope]; ok {
 		return n

@@ -111,17 +111,17 @@ func TestSliceSizer(t *testing.T) {
 			t.Fatalf("size %d after a tail slice", got)
 		}
 	})
-	t.Run("a scope whose slices re-fold far more newer trades than they hold commits whole pages until it no longer does", func(t *testing.T) {
+	t.Run("a scope whose slices re-fold far more newer trades than they hold commits a page's worth per slice until it no longer does", func(t *testing.T) {
 		var z sliceSizer
 		z.observe("a", 250, sliceObservation{events: 250, held: 400 * ms, newer: 250*newerFactor + 1, waited: true})
-		if got := z.size("a"); got != 0 {
-			t.Fatalf("after a slice dominated by newer trades: %d, want whole pages", got)
+		if got := z.size("a"); got != wholeSliceEvents {
+			t.Fatalf("after a slice dominated by newer trades: %d, want a page's worth, %d (never a merged unit)", got, wholeSliceEvents)
 		}
-		z.observe("a", 0, sliceObservation{events: 10_000, held: time.Second, newer: 10_000*newerFactor + 1, waited: true})
-		if got := z.size("a"); got != 0 {
+		z.observe("a", wholeSliceEvents, sliceObservation{events: 10_000, held: time.Second, newer: 10_000*newerFactor + 1, waited: true})
+		if got := z.size("a"); got != wholeSliceEvents {
 			t.Fatalf("still dominated: %d", got)
 		}
-		z.observe("a", 0, waited(10_000, 200*ms))
+		z.observe("a", wholeSliceEvents, waited(10_000, 200*ms))
 		if got := z.size("a"); got != 1000 {
 			t.Fatalf("no longer dominated, a waiter: %d, want the budget's size", got)
 		}

@@ -68,6 +68,9 @@ type hooks struct {
 	// probeAll turns the unprobed first attempt off: every slice probes
 	// every page row its window did not show (page_unprobed.go).
 	probeAll bool
+	// currentProbes, when set, is told how many current orders rows each
+	// slice attempt probes outside the full probe (page_unprobed.go).
+	currentProbes func(n int)
 }
 
 // Open connects to dsn and pings.

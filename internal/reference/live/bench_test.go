@@ -200,32 +200,40 @@ func liveRun(tb testing.TB, pages []*source.Page, budget, aloneFor time.Duration
 	return r
 }
 
-// benchCatchUp applies pages from genesis until CURRENT, preparing the next
-// page while the current one is applied, as a worker that fetches ahead does.
-// It returns how long each of its transactions held the projection write lock.
+// benchCatchUp applies pages from genesis until CURRENT, preparing and
+// merging the next pages (store.PreparedPage.Merge, up to its bound) while
+// the current unit is applied, as the manager's fetch ahead does. It returns
+// how long each of its transactions held the projection write lock.
 func benchCatchUp(b testing.TB, e env, pages []*source.Page) (time.Duration, int, latencies) {
 	b.Helper()
-	type prep struct {
-		pp  *store.PreparedPage
-		err error
-	}
 	start := time.Now()
-	ahead := make(chan prep, 1)
+	units := make(chan *store.PreparedPage, 1)
 	go func() {
-		defer close(ahead)
+		defer close(units)
+		var unit *store.PreparedPage
 		for _, p := range pages {
 			pp, err := e.s.PreparePage(e.run, p)
-			ahead <- prep{pp, err}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if unit != nil && unit.Merge(pp) {
+				continue
+			}
+			if unit != nil {
+				units <- unit
+			}
+			unit = pp
+		}
+		if unit != nil {
+			units <- unit
 		}
 	}()
 	events := 0
 	var last store.PageResult
 	var holds latencies
-	for pr := range ahead {
-		if pr.err != nil {
-			b.Fatal(pr.err)
-		}
-		res, err := e.s.ApplyPrepared(ctxb, e.l, e.run, pr.pp)
+	for unit := range units {
+		res, err := e.s.ApplyPrepared(ctxb, e.l, e.run, unit)
 		if err != nil {
 			b.Fatalf("page after %d: %v", res.AfterSeq, err)
 		}
@@ -375,7 +383,8 @@ func (g *liveGen) make() wire.Event {
 // TestLiveDuringCatchUp_Small is BenchmarkLiveDuringCatchUp at a size `make
 // test` affords, so that the benchmark cannot rot. It asserts only what does
 // not depend on the machine's speed: no live trade is lost; with whole pages
-// every page is one transaction; with slices, the live writer, whose keys
+// every unit (a page, or pages merged) is one transaction, so there are never
+// more transactions than pages; with slices, the live writer, whose keys
 // the catch-up never touches, never waits for a slice (KeyLocks), so slices
 // grow to whole pages within the first page as with no live traffic at all
 // (under the scope-wide lock the writer kept waiting and the catch-up
@@ -389,7 +398,7 @@ func TestLiveDuringCatchUp_Small(t *testing.T) {
 		budget time.Duration
 		check  func(r liveResult) bool
 	}{
-		{"whole pages", -1, func(r liveResult) bool { return len(r.holds) == r.pages }},
+		{"whole pages", -1, func(r liveResult) bool { return len(r.holds) >= 1 && len(r.holds) <= r.pages }},
 		{"slices", store.DefaultSliceBudget, func(r liveResult) bool { return len(r.holds) <= 5*r.pages }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
