@@ -125,26 +125,38 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type prepared struct {
-		pp  *store.PreparedPage
-		err error
-	}
-	ahead := make(chan prepared, 1)
+	// Prepared and merged ahead (store.PreparedPage.Merge, up to its bound)
+	// while the current unit commits, as the manager's fetch ahead does.
+	units := make(chan *store.PreparedPage, 1)
 	start := time.Now()
 	go func() {
-		defer close(ahead)
+		defer close(units)
+		var unit *store.PreparedPage
 		for _, p := range pages {
 			pp, err := st.PreparePage(srun, p)
-			ahead <- prepared{pp, err}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if unit != nil && unit.Merge(pp) {
+				continue
+			}
+			if unit != nil {
+				units <- unit
+			}
+			unit = pp
+		}
+		if unit != nil {
+			units <- unit
 		}
 	}()
-	for pr := range ahead {
-		if pr.err != nil {
-			t.Fatal(pr.err)
-		}
-		if _, err := st.ApplyPrepared(ctx, lease, srun, pr.pp); err != nil {
+	for unit := range units {
+		if _, err := st.ApplyPrepared(ctx, lease, srun, unit); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 	run.store = time.Since(start)
 	pages = nil

@@ -55,6 +55,12 @@ const (
 	// quietSlices is how many slices in a row must end with nobody waiting
 	// for the lock before slices grow.
 	quietSlices = 3
+	// quietSlicesBeyondPage is how many before they grow past a page's worth
+	// (wholeSliceEvents) towards a merged unit: a live writer on the
+	// backlog's keys that now and then leaves a few slices unwaited must not
+	// then wait for one several pages long; a scope nobody writes live gets
+	// there a few slices later than to a page.
+	quietSlicesBeyondPage = 12
 	// wholeSliceEvents is a slice of a scope dominated by newer retained
 	// legs (sliceSizer.whole): a fetched page's worth, as when such a scope
 	// committed whole pages. Finer slices would fold those legs again per
@@ -160,7 +166,7 @@ func (z *sliceSizer) observe(scope string, requested int, o sliceObservation) {
 		// is not enough: a steady live writer is now and then between two
 		// of its own transactions when a slice ends.
 		if z.quiet[scope]++; z.quiet[scope] >= quietSlices {
-			z.n[scope] = min(2*cur, maxSliceEvents)
+			z.n[scope] = quietGrowth(cur, z.quiet[scope])
 		}
 		return
 	}
@@ -170,6 +176,18 @@ func (z *sliceSizer) observe(scope string, requested int, o sliceObservation) {
 		budget = DefaultSliceBudget
 	}
 	z.n[scope] = nextSliceSize(cur, o.events, o.held, budget)
+}
+
+// quietGrowth is the size after a slice cut at cur that ended the quiet-th
+// in a row with nobody waiting: double, up to a page's worth until
+// quietSlicesBeyondPage such slices, then up to maxSliceEvents; never below
+// cur (a unit's size reached stays while nobody waits).
+func quietGrowth(cur, quiet int) int {
+	limit := maxSliceEvents
+	if quiet < quietSlicesBeyondPage {
+		limit = wholeSliceEvents
+	}
+	return max(cur, min(2*cur, limit))
 }
 
 // nextSliceSize is the size after a slice of events, cut at size cur, held

@@ -58,6 +58,27 @@ func TestNextSliceSize(t *testing.T) {
 	}
 }
 
+func TestQuietGrowth(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cur, quiet int
+		want       int
+	}{
+		{"doubles", 250, quietSlices, 500},
+		{"up to a page's worth while the quiet run is short", 8000, quietSlicesBeyondPage - 1, wholeSliceEvents},
+		{"a page's worth stays a page's worth while the quiet run is short", wholeSliceEvents, quietSlicesBeyondPage - 1, wholeSliceEvents},
+		{"past a page's worth after a long quiet run", wholeSliceEvents, quietSlicesBeyondPage, 2 * wholeSliceEvents},
+		{"never past a merged unit", 30_000, 40, maxSliceEvents},
+		{"never below the size reached", maxSliceEvents, quietSlices, maxSliceEvents},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := quietGrowth(tc.cur, tc.quiet); got != tc.want {
+				t.Fatalf("quietGrowth(%d, %d) = %d, want %d", tc.cur, tc.quiet, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestSliceSizer(t *testing.T) {
 	ms := time.Millisecond
 	waited := func(events int, held time.Duration) sliceObservation {
