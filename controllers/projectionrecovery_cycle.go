@@ -286,7 +286,7 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 		// The next unit is fetched and verified while this one commits,
 		// unless this is the cycle's last unit or the member has no more.
 		if left := spec.EffectivePagesPerCycle() - res.pages - prep.Pages(); left > 0 && page.ThroughSeq < page.BoundarySeq {
-			ahead = fetchAhead(ctx, st, cl, run, page.ThroughSeq, page.DigestThrough, spec.EffectivePageSize(), min(left, maxAheadPages))
+			ahead = fetchAhead(ctx, st, cl, run, page.ThroughSeq, page.DigestThrough, spec.EffectivePageSize(), left)
 		}
 		// The transaction is bounded by the lease: it locks the lease row
 		// first, so past that a takeover waits for it; it must not wait forever.

@@ -23,13 +23,14 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// pageAhead is the next unit of a cycle: up to a few pages after the
-// current unit, fetched from the member one after the other and verified
-// (store.PreparePage: identity, ordering, decoding, the chain) while the
-// current unit commits (issue 12, goal 2): the member and the verification
-// then overlap with PostgreSQL's work instead of following it. take merges
-// them into one unit (store.PreparedPage.Merge), which the store may commit
-// in fewer, longer write slices than page by page (issue 12, goal 1).
+// pageAhead is the next unit of a cycle: the pages after the current unit,
+// fetched from the member one after the other and verified
+// (store.PreparePage: identity, ordering, decoding, the chain) and merged
+// into one unit (store.PreparedPage.Merge) while the current unit commits
+// (issue 12, goal 2): the member, the verification and the merge then
+// overlap with PostgreSQL's work instead of following it, and the store may
+// commit the unit in fewer, longer write slices than page by page (issue
+// 12, goal 1).
 //
 // The first page is fetched from the cursor the current unit will leave when
 // it commits whole: (its through, its digest-through); each following page
@@ -55,14 +56,13 @@ type pageAhead struct {
 	last   *source.Page
 }
 
-// maxAheadPages is how many pages a unit fetched ahead holds at most: a
-// merged unit holds at most four pages of the contract's largest size.
-const maxAheadPages = 4
-
 // fetchAhead starts fetching and preparing up to n pages after (after,
-// digest), each from the one before. It stops early at the source boundary,
-// at an idle page and at the first failure; a failure of a later page only
-// ends the unit before it (the next fetch from the cursor meets it again).
+// digest), each from the one before (n: what is left of the cycle's page
+// budget). It stops early at the source boundary, at an idle page, at the
+// first failure and at the first page that does not merge (the unit's bound,
+// 40,000 events: four pages of the contract's largest size, many more of
+// the default); a failure of a later page only ends the unit before it (the
+// next fetch from the cursor meets it again).
 func fetchAhead(ctx context.Context, st *store.Store, cl *source.Client, run store.Run, after int64, digest string, size, n int) *pageAhead {
 	actx, cancel := context.WithCancel(ctx)
 	a := &pageAhead{after: after, digest: digest, cancel: cancel, done: make(chan struct{})}
