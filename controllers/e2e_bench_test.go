@@ -130,36 +130,14 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 	// the default pagesPerCycle pages: the units a manager with the default
 	// spec commits (a cycle merges at most its page budget), so the ratio
 	// measures what the manager adds around the same transactions.
-	units := make(chan *store.PreparedPage, 1)
 	start := time.Now()
-	go func() {
-		defer close(units)
-		var unit *store.PreparedPage
-		for _, p := range pages {
-			pp, err := st.PreparePage(srun, p)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if unit != nil && unit.Pages() < int(recoveryv1.DefaultPagesPerCycle) && unit.Merge(pp) {
-				continue
-			}
-			if unit != nil {
-				units <- unit
-			}
-			unit = pp
+	for u := range st.PrepareUnits(ctx, srun, pages, int(recoveryv1.DefaultPagesPerCycle)) {
+		if u.Err != nil {
+			t.Fatal(u.Err)
 		}
-		if unit != nil {
-			units <- unit
-		}
-	}()
-	for unit := range units {
-		if _, err := st.ApplyPrepared(ctx, lease, srun, unit); err != nil {
+		if _, err := st.ApplyPrepared(ctx, lease, srun, u.Unit); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if t.Failed() {
-		t.FailNow()
 	}
 	run.store = time.Since(start)
 	pages = nil

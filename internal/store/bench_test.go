@@ -140,33 +140,18 @@ func applyPages(b *testing.B, s *Store, run Run, pages []*source.Page) (time.Dur
 	if err != nil {
 		b.Fatal(err)
 	}
-	merge := os.Getenv("PROJECTION_BENCH_MERGE") != "0"
+	maxPages := 0 // Merge's own bound
+	if os.Getenv("PROJECTION_BENCH_MERGE") == "0" {
+		maxPages = 1
+	}
 	start := time.Now()
-	units := make(chan *PreparedPage, 1)
-	go func() {
-		defer close(units)
-		var unit *PreparedPage
-		for _, p := range pages {
-			pp, err := s.PreparePage(run, p)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if unit != nil && merge && unit.Merge(pp) {
-				continue
-			}
-			if unit != nil {
-				units <- unit
-			}
-			unit = pp
-		}
-		if unit != nil {
-			units <- unit
-		}
-	}()
+	units := s.PrepareUnits(ctxb, run, pages, maxPages)
 	events, deferred := 0, 0
-	for unit := range units {
-		t := time.Now()
+	for u := range units {
+		if u.Err != nil {
+			b.Fatal(u.Err)
+		}
+		unit, t := u.Unit, time.Now()
 		res, err := s.ApplyPrepared(ctxb, l, run, unit)
 		if err != nil {
 			b.Fatalf("page after %d: %v", res.AfterSeq, err)
@@ -177,9 +162,6 @@ func applyPages(b *testing.B, s *Store, run Run, pages []*source.Page) (time.Dur
 		}
 		events += res.Applied
 		deferred += res.DeferredKeys
-	}
-	if b.Failed() {
-		b.FailNow()
 	}
 	return time.Since(start), events, deferred
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package store
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 
@@ -175,4 +176,55 @@ func refusesContent(err error) bool {
 		return false
 	}
 	return true
+}
+
+// PreparedUnit is a unit PrepareUnits sent: a prepared page with those after
+// it merged in, or the failure that ended the stream.
+type PreparedUnit struct {
+	Unit *PreparedPage
+	Err  error
+}
+
+// PrepareUnits prepares already fetched pages in order in a goroutine and
+// merges consecutive ones (Merge) into units of at most maxPages pages (<= 0:
+// only Merge's own bound), sending each unit once the next page does not
+// join it, so the next unit is prepared and merged while the caller applies
+// the one before (the manager does the same with the pages it fetches
+// ahead). A failure to prepare a page ends the stream as its last item,
+// after the unit of the pages before it; the goroutine ends with ctx. For callers that hold a catch-up's pages already (benchmarks,
+// tools).
+func (s *Store) PrepareUnits(ctx context.Context, run Run, pages []*source.Page, maxPages int) <-chan PreparedUnit {
+	out := make(chan PreparedUnit, 1)
+	send := func(u PreparedUnit) bool {
+		select {
+		case out <- u:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	go func() {
+		defer close(out)
+		var unit *PreparedPage
+		for _, p := range pages {
+			pp, err := s.PreparePage(run, p)
+			if err != nil {
+				if unit == nil || send(PreparedUnit{Unit: unit}) {
+					send(PreparedUnit{Err: err})
+				}
+				return
+			}
+			if unit != nil && (maxPages <= 0 || unit.Pages() < maxPages) && unit.Merge(pp) {
+				continue
+			}
+			if unit != nil && !send(PreparedUnit{Unit: unit}) {
+				return
+			}
+			unit = pp
+		}
+		if unit != nil {
+			send(PreparedUnit{Unit: unit})
+		}
+	}()
+	return out
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package store
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -283,4 +284,57 @@ func TestMerge_RefusedSliceCutAgainPageByPage(t *testing.T) {
 	if got[1] != got[0] {
 		t.Errorf("merged: %s at %d, one by one: %s at %d (projections equal: %v)", got[1].code, got[1].cursor, got[0].code, got[0].cursor, got[1].written == got[0].written)
 	}
+}
+
+// PrepareUnits sends units of at most maxPages merged pages in order, and a
+// failure to prepare a page as the stream's last item.
+func TestPrepareUnits(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	run := addRun(t, s, "s", PhaseActive, nil)
+	pages := ledgerPages(EngineLedger(t, 3, 350, 6), 100)
+	if len(pages) < 5 {
+		t.Fatalf("only %d pages", len(pages))
+	}
+	for _, tc := range []struct {
+		name     string
+		maxPages int
+		bad      int // index of a page whose chain is broken; -1: none
+		want     []int
+		err      bool
+	}{
+		{"one page per unit", 1, -1, repeat(1, len(pages)), false},
+		{"three pages per unit", 3, -1, append(repeat(3, len(pages)/3), repeat(len(pages)%3, min(1, len(pages)%3))...), false},
+		{"up to Merge's bound", 0, -1, []int{len(pages)}, false},
+		{"a broken page ends the stream after the units before it", 2, 3, []int{2, 1}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := append([]*source.Page(nil), pages...)
+			if tc.bad >= 0 {
+				broken := *in[tc.bad]
+				broken.DigestThrough = strings.Repeat("0", 64)
+				in[tc.bad] = &broken
+			}
+			var got []int
+			var err error
+			for u := range s.PrepareUnits(ctxb, run, in, tc.maxPages) {
+				if u.Err != nil {
+					err = u.Err
+					continue
+				}
+				got = append(got, u.Unit.Pages())
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) || (err != nil) != tc.err {
+				t.Fatalf("units of %v pages, err %v; want %v, err %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+func repeat(v, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
 }

@@ -207,33 +207,15 @@ func liveRun(tb testing.TB, pages []*source.Page, budget, aloneFor time.Duration
 func benchCatchUp(b testing.TB, e env, pages []*source.Page) (time.Duration, int, latencies) {
 	b.Helper()
 	start := time.Now()
-	units := make(chan *store.PreparedPage, 1)
-	go func() {
-		defer close(units)
-		var unit *store.PreparedPage
-		for _, p := range pages {
-			pp, err := e.s.PreparePage(e.run, p)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if unit != nil && unit.Merge(pp) {
-				continue
-			}
-			if unit != nil {
-				units <- unit
-			}
-			unit = pp
-		}
-		if unit != nil {
-			units <- unit
-		}
-	}()
+	units := e.s.PrepareUnits(ctxb, e.run, pages, 0)
 	events := 0
 	var last store.PageResult
 	var holds latencies
-	for unit := range units {
-		res, err := e.s.ApplyPrepared(ctxb, e.l, e.run, unit)
+	for u := range units {
+		if u.Err != nil {
+			b.Fatal(u.Err)
+		}
+		res, err := e.s.ApplyPrepared(ctxb, e.l, e.run, u.Unit)
 		if err != nil {
 			b.Fatalf("page after %d: %v", res.AfterSeq, err)
 		}
