@@ -74,9 +74,6 @@ const maxMergedEvents = 4 * source.MaxPageEvents
 // Pages is how many fetched pages pp holds (1 unless Merge joined some).
 func (pp *PreparedPage) Pages() int { return pp.pages }
 
-// Events is how many events of pp will be applied.
-func (pp *PreparedPage) Events() int { return len(pp.prep.decoded) }
-
 // Merge appends next to pp when the two can be applied as one unit (see
 // above) and reports whether it did; on false neither is changed. A merged
 // next is consumed: applying it fails as applying a page twice does.
