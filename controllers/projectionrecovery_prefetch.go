@@ -47,11 +47,11 @@ type pageAhead struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	pages []*source.Page        // fetched in order; an idle page only first
-	preps []*store.PreparedPage // preps[i] verifies pages[i]; nil for an idle page
-	err   error                 // the first page's fetch or verification failed
-	// merged is preps[0] with the pages after it merged in as they came,
-	// through last (in the goroutine, so the merge overlaps the commit too).
+	pages []*source.Page // fetched in order; an idle page only first
+	err   error          // the first page's fetch or verification failed
+	// merged is the first page, verified (nil for an idle page), with the
+	// pages after it merged in as they came, through last (in the
+	// goroutine, so the merge overlaps the commit too).
 	merged *store.PreparedPage
 	last   *source.Page
 }
@@ -83,7 +83,7 @@ func fetchAhead(ctx context.Context, st *store.Store, cl *source.Client, run sto
 			if i > 0 && !a.merged.Merge(prep) {
 				return // the next fetch from the cursor asks for it again
 			}
-			a.pages, a.preps = append(a.pages, page), append(a.preps, prep)
+			a.pages = append(a.pages, page)
 			if i == 0 {
 				a.merged = prep
 			}
