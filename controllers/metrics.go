@@ -42,7 +42,20 @@ type Metrics struct {
 	cycles       *prometheus.HistogramVec
 	lockHeld     *prometheus.HistogramVec
 	statusWrites prometheus.Counter
+	// carried counts the units a cycle fetched for the next one
+	// (carriedUnit), by outcome: used by that cycle, dropped by it (the
+	// cursor, run or spec moved, or it was too old), evicted before it (more
+	// catching-up scopes than workers). Manager-wide: two series per scope
+	// would cost more than they tell.
+	carried *prometheus.CounterVec
 }
+
+// Outcomes of a carried unit (the carried counter's label).
+const (
+	carriedUsed    = "used"
+	carriedDropped = "dropped"
+	carriedEvicted = "evicted"
+)
 
 var (
 	defaultMetricsOnce sync.Once
@@ -83,8 +96,10 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, labels),
 		statusWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "projection_recovery_status_writes_total",
 			Help: "Status writes sent to the API server (unchanged status is never written)."}),
+		carried: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "projection_recovery_carried_units_total",
+			Help: "Units of pages a catching-up cycle fetched for the scope's next cycle while its last unit committed, by outcome: used, dropped (the cursor, run or spec had moved) or evicted (more catching-up scopes than workers)."}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.lag, m.verified, m.boundary, m.state, m.pages, m.events, m.refusals, m.cycles, m.lockHeld, m.statusWrites} {
+	for _, c := range []prometheus.Collector{m.lag, m.verified, m.boundary, m.state, m.pages, m.events, m.refusals, m.cycles, m.lockHeld, m.statusWrites, m.carried} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -137,6 +152,15 @@ func (m *Metrics) observeStatus(obj *recoveryv1.ProjectionRecovery) {
 	m.verified.With(l).Set(float64(st.VerifiedThroughSeq))
 	m.boundary.With(l).Set(float64(st.ObservedBoundarySeq))
 	m.lag.With(l).Set(float64(st.Lag))
+}
+
+// Carried returns how many carried units had outcome (tests, benchmarks).
+func (m *Metrics) Carried(outcome string) float64 {
+	var d dto.Metric
+	if err := m.carried.WithLabelValues(outcome).Write(&d); err != nil || d.Counter == nil {
+		return 0
+	}
+	return d.Counter.GetValue()
 }
 
 // StatusWrites returns the number of status writes sent (benchmarks).

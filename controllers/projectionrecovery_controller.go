@@ -76,6 +76,9 @@ type ProjectionRecoveryReconciler struct {
 	secretValues secretValues
 	// progress remembers each scope's recent verified event counts (status.progress).
 	progress progressTracker
+	// carry keeps the first unit of each catching-up scope's next cycle,
+	// fetched while its cycle's last unit committed (carriedUnit).
+	carry *carryOver
 	// Triggers enqueues resources from outside the cluster: the NATS
 	// reconnect edge (FR-APR10). Optional.
 	Triggers <-chan event.GenericEvent
@@ -98,6 +101,8 @@ type recoveryScope struct {
 	message string
 	// done stops the remaining phases (a missing Secret, suspend...).
 	done bool
+	// carried is the unit the previous cycle fetched for this one, if any.
+	carried *carriedUnit
 }
 
 // phase is one small step of a reconcile. A phase that cannot continue sets
@@ -119,6 +124,10 @@ type phase func(ctx context.Context, s *recoveryScope) error
 // Reconcile runs one bounded cycle for one scope and writes status once.
 func (r *ProjectionRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
+	// Whatever this reconcile does, the unit the previous cycle carried for
+	// it does not outlive it: used by its cycle, or dropped here.
+	carried := r.carry.take(req.NamespacedName)
+	defer carried.discard()
 
 	obj := &recoveryv1.ProjectionRecovery{}
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
@@ -139,7 +148,7 @@ func (r *ProjectionRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.R
 		}
 	}
 
-	s := &recoveryScope{obj: obj, now: r.Clock.Now()}
+	s := &recoveryScope{obj: obj, now: r.Clock.Now(), carried: carried}
 	before := obj.DeepCopy()
 	var phaseErr error
 	for _, p := range r.phases() {
@@ -243,6 +252,14 @@ func (r *ProjectionRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		r.Metrics = NewMetrics(nil)
 	}
 	if err := mgr.Add(manager.RunnableFunc(r.Connections.Start)); err != nil {
+		return err
+	}
+	r.carry = newCarryOver(max(1, r.MaxConcurrentReconciles))
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		r.carry.stopAll() // no fetch of a carried unit outlives the manager
+		return nil
+	})); err != nil {
 		return err
 	}
 	// Shutdown releases every lease this manager holds (FR-APR10), after the

@@ -24,6 +24,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
@@ -130,12 +131,17 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 		return r.gated(ctx, log, st, spec, res, g)
 	}
 
-	// Request 1: the page after the cursor. For a CURRENT scope this is the
-	// idle probe (FR-APR04: no replay on the member when nothing is new).
-	page, err := cl.Fetch(ctx, cur.VerifiedThroughSeq, cur.ChainDigest, cur.DescriptorHash, spec.EffectivePageSize())
-	if err != nil {
-		res.boundary = max(res.boundary, refusalBoundary(err))
-		return fail(res, err)
+	// The unit the previous cycle fetched for this one, when it starts at
+	// the cursor just read (carriedUnit); the cycle fetches it no more.
+	page, prep := r.fromCarried(s.carried, cur, run, cl, spec.EffectivePageSize())
+	if page == nil {
+		// Request 1: the page after the cursor. For a CURRENT scope this is
+		// the idle probe (FR-APR04: no replay on the member when nothing is new).
+		page, err = cl.Fetch(ctx, cur.VerifiedThroughSeq, cur.ChainDigest, cur.DescriptorHash, spec.EffectivePageSize())
+		if err != nil {
+			res.boundary = max(res.boundary, refusalBoundary(err))
+			return fail(res, err)
+		}
 	}
 	res.boundary = page.BoundarySeq
 
@@ -151,7 +157,29 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 		res.message = progressMessage(cur.VerifiedThroughSeq, page.BoundarySeq, res.frozen)
 		return res
 	}
-	return r.applyPages(ctx, log, s, st, cl, run, page, res)
+	return r.applyPages(ctx, log, s, st, cl, run, page, prep, res)
+}
+
+// fromCarried returns the carried unit u (its last page and the unit) when
+// the cycle may start from it (carriedUsable), after waiting for its fetch;
+// nil when it may not, or when its fetch failed (the cycle's own fetch from
+// the cursor then meets the failure again, if it is one).
+func (r *ProjectionRecoveryReconciler) fromCarried(u *carriedUnit, cur store.Cursor, run store.Run, cl *source.Client, size int) (*source.Page, *store.PreparedPage) {
+	if u == nil {
+		return nil, nil
+	}
+	var page *source.Page
+	var prep *store.PreparedPage
+	var err error
+	if r.AutoRecovery && carriedUsable(u, cur, run, cl, size, r.Clock.Now()) && u.ahead.take(cur.VerifiedThroughSeq, cur.ChainDigest) {
+		page, prep, err = u.ahead.unit()
+	}
+	if err != nil || page == nil || prep == nil {
+		r.Metrics.carried.WithLabelValues(carriedDropped).Inc()
+		return nil, nil
+	}
+	r.Metrics.carried.WithLabelValues(carriedUsed).Inc()
+	return page, prep
 }
 
 // failed records a cycle's final error on res: its state and stable code
@@ -245,15 +273,19 @@ func (k *leaseKeeper) ensure(ctx context.Context) (store.Lease, error) {
 
 // applyPages writes the fetched page and the following ones, each in its own
 // fenced transaction (FR-APR06/08), within the cycle's page and time budget.
-func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.Logger, s *recoveryScope, st *store.Store, cl *source.Client, run store.Run, page *source.Page, res cycleResult) cycleResult {
+//
+// prep is the unit to commit: page verified, or the pages up to page merged
+// (pageAhead.unit, a carried unit); nil until page is verified.
+func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.Logger, s *recoveryScope, st *store.Store, cl *source.Client, run store.Run, page *source.Page, prep *store.PreparedPage, res cycleResult) cycleResult {
 	spec := &s.obj.Spec
 	fail := func(res cycleResult, err error) cycleResult { return failed(log, res, err, s.secrets) }
 	keeper := &leaseKeeper{st: st, scope: spec.Scope, owner: r.Owner, ttl: spec.EffectiveLeaseDuration(), clock: r.Clock}
 	budgetEnd := r.Clock.Now().Add(spec.EffectiveCycleTimeout())
-	// prep is the unit to commit: page verified, or the pages up to page
-	// merged (pageAhead.unit); nil until page is verified.
-	var prep *store.PreparedPage
-	var ahead *pageAhead // the next unit, fetched while this one commits
+	// ahead is the next unit, fetched while this one commits: the cycle's
+	// next, or (carry) the next cycle's first when this unit spends the
+	// page budget.
+	var ahead *pageAhead
+	carry := false
 	defer func() { ahead.stop() }()
 	for {
 		lease, err := keeper.ensure(ctx)
@@ -285,8 +317,15 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 		}
 		// The next unit is fetched and verified while this one commits,
 		// unless this is the cycle's last unit or the member has no more.
-		if left := spec.EffectivePagesPerCycle() - res.pages - prep.Pages(); left > 0 && page.ThroughSeq < page.BoundarySeq {
+		// The last unit of the cycle fetches the next cycle's first one
+		// (carriedUnit): its fetch outlives the cycle's context, and stops
+		// when the unit is dropped.
+		switch left := spec.EffectivePagesPerCycle() - res.pages - prep.Pages(); {
+		case page.ThroughSeq >= page.BoundarySeq:
+		case left > 0:
 			ahead = fetchAhead(ctx, st, cl, run, page.ThroughSeq, page.DigestThrough, spec.EffectivePageSize(), left)
+		case r.carry != nil:
+			ahead, carry = fetchAhead(context.WithoutCancel(ctx), st, cl, run, page.ThroughSeq, page.DigestThrough, spec.EffectivePageSize(), spec.EffectivePagesPerCycle()), true
 		}
 		// The transaction is bounded by the lease: it locks the lease row
 		// first, so past that a takeover waits for it; it must not wait forever.
@@ -309,6 +348,11 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 			return res
 		}
 		if res.pages >= spec.EffectivePagesPerCycle() || !r.Clock.Now().Before(budgetEnd) {
+			if carry && ahead.after == pr.VerifiedThroughSeq && ahead.digest == pr.ChainDigest {
+				evicted := r.carry.park(client.ObjectKeyFromObject(s.obj), &carriedUnit{ahead: ahead, run: run, client: cl, size: spec.EffectivePageSize(), parked: r.Clock.Now()})
+				r.Metrics.carried.WithLabelValues(carriedEvicted).Add(float64(evicted))
+				ahead = nil
+			}
 			res.state = recoveryv1.StateCatchingUp
 			res.message = progressMessage(pr.VerifiedThroughSeq, res.boundary, res.frozen)
 			log.V(1).Info("cycle budget used", "pages", res.pages, "events", res.events, "verified", pr.VerifiedThroughSeq)

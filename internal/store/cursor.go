@@ -131,11 +131,11 @@ func (r Run) Eligible() error {
 	return nil
 }
 
-// sameBarrier: the fields whose change supersedes an in-flight page (FR-APR09):
+// SameBarrier: the fields whose change supersedes an in-flight page (FR-APR09):
 // scope, selection, phase, descriptor, protocol, frozen seq, and the explicit-
 // recovery checkpoint the page was cross-checked against. checkpoint_seq (max
 // observed, moved by the live projector) is deliberately not one of them.
-func (r Run) sameBarrier(o Run) bool {
+func (r Run) SameBarrier(o Run) bool {
 	return r.RunID == o.RunID && r.Scope == o.Scope && r.Phase == o.Phase && r.Selected == o.Selected &&
 		r.Managed == o.Managed && r.Epoch == o.Epoch && r.DescriptorHash == o.DescriptorHash &&
 		r.ProtocolVersion == o.ProtocolVersion && eqPtr(r.FrozenSeq, o.FrozenSeq) &&

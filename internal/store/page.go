@@ -143,7 +143,7 @@ func (s *Store) ApplyPrepared(ctx context.Context, l Lease, run Run, pp *Prepare
 	if l.Scope != run.Scope {
 		return PageResult{}, fmt.Errorf("store: lease is for scope %q, run for %q", l.Scope, run.Scope)
 	}
-	if pp == nil || !pp.run.sameBarrier(run) {
+	if pp == nil || !pp.run.SameBarrier(run) {
 		return PageResult{}, refuse(codes.Superseded, "page was prepared against another run")
 	}
 	if pp.prep.cut > 0 {
@@ -421,7 +421,7 @@ func sameRun(ctx context.Context, tx pgx.Tx, run Run, forShare bool) error {
 	if err != nil {
 		return dbErr("store: re-read run", err)
 	}
-	if !now.sameBarrier(run) {
+	if !now.SameBarrier(run) {
 		return refuse(codes.Superseded, "run changed: was %d/%s/%s, now %d/%s/%s",
 			run.RunID, run.Phase, run.DescriptorHash, now.RunID, now.Phase, now.DescriptorHash)
 	}

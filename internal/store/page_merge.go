@@ -113,7 +113,7 @@ func (pp *PreparedPage) Merge(next *PreparedPage) bool {
 func (pp *PreparedPage) mergeable(next *PreparedPage) bool {
 	a, b := pp.prep, next.prep
 	switch {
-	case !pp.run.sameBarrier(next.run), a.cut > 0, b.cut > 0, a.page.Idle, b.page.Idle:
+	case !pp.run.SameBarrier(next.run), a.cut > 0, b.cut > 0, a.page.Idle, b.page.Idle:
 		return false
 	case b.page.AfterSeq != a.page.ThroughSeq || b.page.DigestAfter != a.page.DigestThrough:
 		return false
