@@ -205,8 +205,8 @@ func VerifyPage(body []byte, afterSeq int64, afterDigest, expectDescriptor strin
 	// One typed pass over the body (issue 12: decoding the body field by
 	// field, then every event again, was a third of the manager's CPU in a
 	// catch-up). Pointers tell a missing or null field from a zero value.
-	var body0 pageBody
-	if err := json.Unmarshal(body, &body0); err != nil {
+	body0, err := decodePage(body)
+	if err != nil {
 		return nil, malformedJSON(err)
 	}
 	p := &Page{}
