@@ -49,6 +49,9 @@ type e2eRun struct {
 	cycles       float64
 	statusWrites float64
 	apiRequests  int64
+	// carried, dropped: cycles that started from the unit the cycle before
+	// fetched for them (carriedUnit), and carried units they dropped.
+	carried, dropped float64
 }
 
 func (r e2eRun) storeRate() float64 { return float64(r.events) / r.store.Seconds() }
@@ -194,6 +197,7 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 	run.apiRequests = requests.Load() - requests0
 	run.cycles = float64(cycleCount(t, reg))
 	run.statusWrites = metrics.StatusWrites()
+	run.carried, run.dropped = metrics.Carried(carriedUsed), metrics.Carried(carriedDropped)+metrics.Carried(carriedEvicted)
 
 	// Both ways end in the same projection.
 	a, b := positionsOf(t, st, scope), positionsOf(t, openStore(t, dbE2E.Admin), scope)
@@ -266,8 +270,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.ReportMetric((f.e2e.Seconds()/float64(f.events))/(q.e2e.Seconds()/float64(q.events))*4, "t4N/tN")
 		b.ReportMetric(float64(f.apiRequests)/float64(f.pages), "api_requests/page")
 		b.ReportMetric(f.statusWrites/f.cycles, "status_writes/cycle")
-		b.Logf("N/4: %d events, store %v, e2e %v; N: %d events in %d pages, store %v, e2e %v, %.0f cycles, %.0f status writes, %d API requests",
-			q.events, q.store, q.e2e, f.events, f.pages, f.store, f.e2e, f.cycles, f.statusWrites, f.apiRequests)
+		b.ReportMetric(f.carried/f.cycles, "carried/cycle")
+		b.Logf("N/4: %d events, store %v, e2e %v; N: %d events in %d pages, store %v, e2e %v, %.0f cycles (%.0f from a carried unit, %.0f carried units dropped), %.0f status writes, %d API requests",
+			q.events, q.store, q.e2e, f.events, f.pages, f.store, f.e2e, f.cycles, f.carried, f.dropped, f.statusWrites, f.apiRequests)
 	}
 }
 
@@ -283,5 +288,10 @@ func TestEndToEnd_Small(t *testing.T) {
 	}
 	if r.statusWrites > r.cycles {
 		t.Fatalf("%.0f status writes in %.0f cycles", r.statusWrites, r.cycles)
+	}
+	// Every cycle after the first starts from the unit the one before
+	// fetched while its last unit committed, and none is dropped.
+	if r.carried < r.cycles-1 || r.dropped != 0 {
+		t.Fatalf("%.0f cycles, %.0f from a carried unit, %.0f carried units dropped", r.cycles, r.carried, r.dropped)
 	}
 }
