@@ -66,7 +66,9 @@ func (r e2eRun) e2eRate() float64   { return float64(r.events) / r.e2e.Seconds()
 // Both projections must end equal, row for row, in positions.
 func runEndToEnd(t testing.TB, events int) e2eRun {
 	ctx := context.Background()
-	scope := fmt.Sprintf("e2e-%d", events)
+	// A scope of its own per run: -count=N runs it again in the same
+	// process, where the earlier run's resource still claims its scope.
+	scope := freshScope(fmt.Sprintf("e2e-%d", events))
 	desc := engine.TestDescriptor(scope)
 	wl := engine.WorkloadConfig{Instruments: desc.Instruments, Openings: true}
 	probe, err := engine.BuildLog(t.TempDir(), desc, 42, wl, 200, 0)
