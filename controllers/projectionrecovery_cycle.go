@@ -316,10 +316,10 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 			}
 		}
 		// The next unit is fetched and verified while this one commits,
-		// unless this is the cycle's last unit or the member has no more.
-		// The last unit of the cycle fetches the next cycle's first one
-		// (carriedUnit): its fetch outlives the cycle's context, and stops
-		// when the unit is dropped.
+		// unless the member has no more: the cycle's next unit, or, when
+		// this unit spends the page budget, the next cycle's first
+		// (carriedUnit: its fetch outlives the cycle's context and stops
+		// when the unit is dropped).
 		switch left := spec.EffectivePagesPerCycle() - res.pages - prep.Pages(); {
 		case page.ThroughSeq >= page.BoundarySeq:
 		case left > 0:
