@@ -138,7 +138,6 @@ func exportedFamilies(t *testing.T) map[string]bool {
 		lockHolds: []time.Duration{20 * time.Millisecond}}, time.Second)
 	obj.Status = recoveryv1.ProjectionRecoveryStatus{State: recoveryv1.StateCatchingUp, VerifiedThroughSeq: 10, ObservedBoundarySeq: 20, Lag: 10}
 	m.observeStatus(obj)
-	m.carried.WithLabelValues(carriedUsed)
 	recObj := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: "dashboard-test", Name: "x"}}
 	rm.observeReport(recObj, "dashboard-test", &recon.Report{ByInvariant: map[recon.InvariantID]int{recon.PositionDerivationAgrees: 1}})
 	t.Cleanup(func() {

@@ -107,6 +107,12 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 			}
 		}
 	}
+	// Every outcome is exported from the start (at 0): a rate() over a
+	// series that appears only at its first increment misses that increment,
+	// and a dashboard reads "no data" rather than "none dropped".
+	for _, o := range []string{carriedUsed, carriedDropped, carriedEvicted} {
+		m.carried.WithLabelValues(o)
+	}
 	return m
 }
 

@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,6 +153,24 @@ func TestCarryOver(t *testing.T) {
 		t.Fatal("a nil carryOver kept a unit")
 	}
 	none.stopAll()
+}
+
+// TestCarriedOutcomesExportedAtZero: a manager that has carried nothing yet
+// already exports every outcome at 0, so a rate() or an alert on dropped
+// units reads "none" from the start instead of "no data".
+func TestCarriedOutcomesExportedAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	newMetrics(reg)
+	const want = `
+# HELP projection_recovery_carried_units_total Units of pages a catching-up cycle fetched for the scope's next cycle while its last unit committed, by outcome: used, dropped (the cursor, run or spec had moved) or evicted (more catching-up scopes than workers).
+# TYPE projection_recovery_carried_units_total counter
+projection_recovery_carried_units_total{outcome="dropped"} 0
+projection_recovery_carried_units_total{outcome="evicted"} 0
+projection_recovery_carried_units_total{outcome="used"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "projection_recovery_carried_units_total"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestFromCarried: on a real member and store, the carried unit a cycle
