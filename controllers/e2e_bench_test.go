@@ -33,6 +33,7 @@ import (
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/chain"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
 	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 	"github.com/projection-recovery/projection-recovery/internal/reference/member"
@@ -135,6 +136,9 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 	// the default pagesPerCycle pages: the units a manager with the default
 	// spec commits (a cycle merges at most its page budget), so the ratio
 	// measures what the manager adds around the same transactions.
+	// Each timed phase starts on a settled cluster (pgtest.Settle): none
+	// pays for the autovacuum and checkpoint of the phase before it.
+	pgtest.Settle(t)
 	start := time.Now()
 	for u := range st.PrepareUnits(ctx, srun, pages, int(recoveryv1.DefaultPagesPerCycle)) {
 		if u.Err != nil {
@@ -173,6 +177,7 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 		Spec: recoveryv1.ProjectionRecoverySpec{Scope: scope, Source: recoveryv1.SourceSpec{URL: srv.URL},
 			Database: recoveryv1.DatabaseSpec{DSNSecretRef: recoveryv1.SecretKeySelector{Name: "db", Key: "dsn"}}},
 	}
+	pgtest.Settle(t, dbStore.Admin)
 	var stopProfile func()
 	if path := os.Getenv("PROJECTION_BENCH_E2E_CPUPROFILE"); path != "" {
 		stopProfile = cpuProfile(t, path+"."+strconv.Itoa(events))
@@ -211,6 +216,8 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 			t.Fatalf("position %s: %s by the store, %s through the manager", k, v, b[k])
 		}
 	}
+	// The next run (N after N/4, or -count) starts settled too.
+	pgtest.Settle(t, dbStore.Admin, dbE2E.Admin)
 	return run
 }
 

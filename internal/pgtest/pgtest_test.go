@@ -19,6 +19,7 @@ package pgtest_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 )
@@ -49,5 +50,40 @@ func TestWithDatabase(t *testing.T) {
 	}
 	if got, _ := pgtest.WithDatabase("host=h port=5", "x"); got != "host=h port=5 dbname=x" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// TestSettle: after Settle, the rows a phase wrote leave autovacuum nothing
+// to do (vacuumed and analyzed, no modification since) and no autovacuum
+// worker runs, so the next timed phase does not pay for them.
+func TestSettle(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.NewDSN(t)
+	p := pgtest.Pool(t, dsn)
+	if _, err := p.Exec(ctx, `CREATE TABLE written AS SELECT g AS x FROM generate_series(1, 50000) g`); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Settle(t, dsn)
+	var vacuumed, analyzed bool
+	var modified int64
+	for i := 0; i < 50; i++ { // the statistics of VACUUM arrive asynchronously
+		if err := p.QueryRow(ctx, `SELECT last_vacuum IS NOT NULL, last_analyze IS NOT NULL, n_mod_since_analyze
+FROM pg_stat_user_tables WHERE relname = 'written'`).Scan(&vacuumed, &analyzed, &modified); err != nil {
+			t.Fatal(err)
+		}
+		if vacuumed && analyzed && modified == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !vacuumed || !analyzed || modified != 0 {
+		t.Fatalf("after Settle: vacuumed %v, analyzed %v, %d rows modified since", vacuumed, analyzed, modified)
+	}
+	var workers int
+	if err := p.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'`).Scan(&workers); err != nil {
+		t.Fatal(err)
+	}
+	if workers > 1 { // one may have started since; Settle waited for those that ran
+		t.Fatalf("%d autovacuum workers right after Settle", workers)
 	}
 }

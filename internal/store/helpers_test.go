@@ -83,6 +83,12 @@ func adminOf(t testing.TB, s *Store) *pgxpool.Pool {
 	return p.(*pgxpool.Pool)
 }
 
+// adminDSNOf is the admin DSN of s's database (newStore stores only).
+func adminDSNOf(t testing.TB, s *Store) string {
+	t.Helper()
+	return adminOf(t, s).Config().ConnString()
+}
+
 // mustExec runs sql as the admin (the trade-processor or a legacy writer,
 // never the operator).
 func mustExec(t testing.TB, s *Store, sql string, args ...any) {
