@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # make bench: every benchmark once (-benchtime=1x), figures reported as
 # ratios measured in the same run. The store's catch-up runs at
-# PROJECTION_BENCH_EVENTS (default 1,000,000) against raw COPY of the same
-# trade rows; the other benchmarks run at their own sizes.
+# PROJECTION_BENCH_EVENTS (default 1,000,000) against the server's binary
+# COPY of every row it wrote (a stream read before the clock starts); every
+# timed phase starts on a settled cluster (pgtest.Settle); the other
+# benchmarks run at their own sizes.
 #
 # The output is kept in bin/bench.out, and the run ends with one table
 # (hack/benchtable): every figure issues 12 and 14 set a goal for, measured
