@@ -51,7 +51,7 @@ type e2eRun struct {
 	statusWrites float64
 	apiRequests  int64
 	// carried, dropped: cycles that started from the unit the cycle before
-	// fetched for them (carriedUnit), and carried units they dropped.
+	// fetched for them (carriedUnit), and carried units dropped or evicted.
 	carried, dropped float64
 }
 
@@ -280,7 +280,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.ReportMetric(float64(f.apiRequests)/float64(f.pages), "api_requests/page")
 		b.ReportMetric(f.statusWrites/f.cycles, "status_writes/cycle")
 		b.ReportMetric(f.carried/f.cycles, "carried/cycle")
-		b.Logf("N/4: %d events, store %v, e2e %v; N: %d events in %d pages, store %v, e2e %v, %.0f cycles (%.0f from a carried unit, %.0f carried units dropped), %.0f status writes, %d API requests",
+		b.Logf("N/4: %d events, store %v, e2e %v; N: %d events in %d pages, store %v, e2e %v, %.0f cycles (%.0f from a carried unit, %.0f carried units dropped or evicted), %.0f status writes, %d API requests",
 			q.events, q.store, q.e2e, f.events, f.pages, f.store, f.e2e, f.cycles, f.carried, f.dropped, f.statusWrites, f.apiRequests)
 	}
 }

@@ -40,26 +40,20 @@ func Settle(tb testing.TB, written ...string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	exec := func(dsn, sql string) {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			tb.Fatalf("pgtest: settle: connect %s: %v", redact(dsn), err)
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			tb.Fatalf("pgtest: settle: %s on %s: %v", sql, redact(dsn), err)
-		}
-	}
 	for _, dsn := range written {
-		exec(dsn, "VACUUM (ANALYZE)")
+		if err := execAll(ctx, dsn, []string{"VACUUM (ANALYZE)"}); err != nil {
+			tb.Fatalf("pgtest: settle: %s: %v", redact(dsn), err)
+		}
 	}
 	admin := AdminDSN(tb)
-	exec(admin, "CHECKPOINT")
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
 		tb.Fatalf("pgtest: settle: connect %s: %v", redact(admin), err)
 	}
 	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
+		tb.Fatalf("pgtest: settle: CHECKPOINT: %v", err)
+	}
 	deadline := time.Now().Add(settleQuietFor)
 	for {
 		var workers int
