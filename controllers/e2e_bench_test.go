@@ -20,9 +20,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,9 +37,9 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
 	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
-	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
 // e2eRun is what one end-to-end run measured on one member history: the
@@ -70,21 +71,27 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 	// A scope of its own per run: -count=N runs it again in the same
 	// process, where the earlier run's resource still claims its scope.
 	scope := freshScope(fmt.Sprintf("e2e-%d", events))
-	desc := engine.TestDescriptor(scope)
+	desc := engine.TestDescriptor(scope).Normalize()
 	wl := engine.WorkloadConfig{Instruments: desc.Instruments, Openings: true}
 	probe, err := engine.BuildLog(t.TempDir(), desc, 42, wl, 200, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	commands := max(1, int(int64(events)*200/max(probe.Committed(), 1)))
-	lg, err := engine.BuildLog(t.TempDir(), desc, 42, wl, commands, 0)
+	logDir := t.TempDir()
+	lg, err := engine.BuildLog(logDir, desc, 42, wl, commands, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := member.NewHandler(lg, member.HandlerOptions{})
-	srv := httptest.NewServer(h)
-	defer srv.Close()
 	boundary := lg.Committed()
+	if err := lg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The member runs as its own process, as a user runs it: its replay of
+	// the whole history (about 1 KB of heap per event) is not in the heap
+	// the manager's garbage collector marks, which grew the manager's cost
+	// per event with N when it was served from this process.
+	srv := startExternalMember(t, logDir, desc, boundary)
 	run := e2eRun{events: boundary}
 
 	addRun := func(db string) {
@@ -93,7 +100,7 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		selectRun(t, st.Pool(), scope, h.DescriptorHash())
+		selectRun(t, st.Pool(), scope, desc.Hash())
 	}
 
 	// The store alone, on the pages the manager will fetch (default size).
@@ -103,14 +110,14 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 	// (NFR-APR02): ~28 s at 1,000,000 events on this machine, at the edge of
 	// the client's 30 s default. This prefetch is not what is timed; it also
 	// leaves the replay cached, so the manager's fetches resume from it.
-	cl, err := source.NewClient(source.ClientConfig{BaseURL: srv.URL, Timeout: 10 * time.Minute})
+	cl, err := source.NewClient(source.ClientConfig{BaseURL: srv, Timeout: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var pages []*source.Page
 	after, digest := int64(0), chain.Genesis
 	for after < boundary {
-		p, err := cl.Fetch(ctx, after, digest, h.DescriptorHash(), int(recoveryv1.DefaultPageSize))
+		p, err := cl.Fetch(ctx, after, digest, desc.Hash(), int(recoveryv1.DefaultPageSize))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +181,7 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 	defer stop()
 	obj := &recoveryv1.ProjectionRecovery{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "e2e", Labels: lbl},
-		Spec: recoveryv1.ProjectionRecoverySpec{Scope: scope, Source: recoveryv1.SourceSpec{URL: srv.URL},
+		Spec: recoveryv1.ProjectionRecoverySpec{Scope: scope, Source: recoveryv1.SourceSpec{URL: srv},
 			Database: recoveryv1.DatabaseSpec{DSNSecretRef: recoveryv1.SecretKeySelector{Name: "db", Key: "dsn"}}},
 	}
 	pgtest.Settle(t, dbStore.Admin)
@@ -302,5 +309,41 @@ func TestEndToEnd_Small(t *testing.T) {
 	// fetched while its last unit committed, and none is dropped.
 	if r.carried < r.cycles-1 || r.dropped != 0 {
 		t.Fatalf("%.0f cycles, %.0f from a carried unit, %.0f carried units dropped", r.cycles, r.carried, r.dropped)
+	}
+}
+
+// startExternalMember serves the log in dir (committed through boundary,
+// built for desc) by the member binary (cmd/member) on a free loopback
+// port, generating nothing more and without NATS, and returns its base URL
+// once it answers the descriptor. It is stopped when the test ends.
+func startExternalMember(t testing.TB, dir string, desc engine.Descriptor, boundary int64) string {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	proc, err := testenv.StartProcess(filepath.Join(t.TempDir(), "member.log"), nil, binary(t, "member"),
+		"--log-dir", dir, "--scope", desc.Scope, "--engine-id", desc.EngineID,
+		"--instruments", strings.Join(desc.Instruments, ","), "--max-commands", strconv.FormatInt(boundary, 10),
+		"--rate", "0", "--fsync=false", "--nats-listen", "", "--listen", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Stop(10 * time.Second) })
+	url := "http://" + addr
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(url + "/recon/descriptor")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return url
+			}
+		}
+		if !proc.Alive() || time.Now().After(deadline) {
+			t.Fatalf("member on %s not serving (alive %v): %v", addr, proc.Alive(), err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

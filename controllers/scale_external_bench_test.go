@@ -47,30 +47,35 @@ type externalManager struct {
 	pprof   string // http://addr/debug/pprof
 }
 
-var managerBuild struct {
+// builds holds one build per command of cmd/ (a *binaryBuild by name).
+var builds sync.Map
+
+type binaryBuild struct {
 	once sync.Once
 	path string
 	err  error
 }
 
-// managerBinary builds cmd/manager once per test binary into the
-// git-ignored bin/ of the repository.
-func managerBinary(t testing.TB) string {
-	managerBuild.once.Do(func() {
+// binary builds cmd/<name> once per test binary into the git-ignored bin/
+// of the repository, as bench-<name>.
+func binary(t testing.TB, name string) string {
+	v, _ := builds.LoadOrStore(name, &binaryBuild{})
+	b := v.(*binaryBuild)
+	b.once.Do(func() {
 		root, err := testenv.RepoRoot()
 		if err != nil {
-			managerBuild.err = err
+			b.err = err
 			return
 		}
-		managerBuild.path = filepath.Join(root, "bin", "bench-manager")
-		if out, err := exec.Command("go", "build", "-o", managerBuild.path, filepath.Join(root, "cmd", "manager")).CombinedOutput(); err != nil {
-			managerBuild.err = fmt.Errorf("go build ./cmd/manager: %v\n%s", err, out)
+		b.path = filepath.Join(root, "bin", "bench-"+name)
+		if out, err := exec.Command("go", "build", "-o", b.path, filepath.Join(root, "cmd", name)).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, out)
 		}
 	})
-	if managerBuild.err != nil {
-		t.Fatal(managerBuild.err)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return managerBuild.path
+	return b.path
 }
 
 // startExternalManager runs the manager with auto-recovery on, watching
@@ -97,7 +102,7 @@ func startExternalManager(t testing.TB, owner, selector string) *externalManager
 		t.Fatal(err)
 	}
 	paddr := fmt.Sprintf("127.0.0.1:%d", pport)
-	proc, err := testenv.StartProcess(filepath.Join(dir, "manager.log"), []string{"KUBECONFIG=" + kubeconfig}, managerBinary(t),
+	proc, err := testenv.StartProcess(filepath.Join(dir, "manager.log"), []string{"KUBECONFIG=" + kubeconfig}, binary(t, "manager"),
 		"--enable-auto-recovery", "--watch-label-selector="+selector, "--owner-id="+owner, "--max-concurrent-reconciles=4",
 		"--metrics-bind-address="+addr, "--pprof-bind-address="+paddr, "--health-probe-bind-address=0", "--completeness-bind-address=0", "--log-level=warn")
 	if err != nil {
