@@ -141,6 +141,8 @@ var figures = []figure{
 	{"12", "store catch-up: bytes allocated per event", metric("BenchmarkCatchUpFromGenesis", "B/event"), "≤ 1024", atMost(1024)},
 	{"12", "store catch-up: allocations per event", metric("BenchmarkCatchUpFromGenesis", "allocs/event"), "≤ 20", atMost(20)},
 	{"12", "store catch-up: events/s", metric("BenchmarkCatchUpFromGenesis", "events/s"), "", nil},
+	{"12", "store catch-up: t(COPY of the same rows in as many transactions as it committed slices) / t(catch-up)", metric("BenchmarkCatchUpFromGenesis", "ratio_to_sliced_copy"), "", nil},
+	{"12", "COPY of those rows in the catch-up's number of transactions / in one per table", metric("BenchmarkCatchUpFromGenesis", "sliced_copy/copy"), "", nil},
 	{"12", "end to end through the manager / store alone (same pages)", metric("BenchmarkEndToEnd", "e2e/store"), "≥ 0.7", atLeast(0.7)},
 	{"12", "end to end: events/s", metric("BenchmarkEndToEnd", "e2e_events/s"), "", nil},
 	{"12", "re-verification / bootstrap rate", ratio("BenchmarkReverifyFromGenesis", "events/s", "BenchmarkCatchUpFromGenesis", "events/s"), "≥ 0.7", atLeast(0.7)},

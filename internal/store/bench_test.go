@@ -36,7 +36,7 @@ import (
 
 // benchStore is newStore with PROJECTION_BENCH_SLICE_BUDGET applied (a Go
 // duration; negative: whole pages), to compare slicing modes.
-func benchStore(b *testing.B) *Store {
+func benchStore(b testing.TB) *Store {
 	s := newStore(b)
 	if d, err := time.ParseDuration(os.Getenv("PROJECTION_BENCH_SLICE_BUDGET")); err == nil {
 		s.SetSliceBudget(d)
@@ -60,13 +60,13 @@ func benchEvents() int {
 func catchUpRun(b *testing.B, n int) (*Store, time.Duration, int) {
 	s := benchStore(b)
 	run := addRun(b, s, "b", PhaseActive, nil)
-	took, events, _ := applyPages(b, s, run, sourcePages(b, n))
-	return s, took, events
+	a := applyPages(b, s, run, sourcePages(b, n))
+	return s, a.took, a.events
 }
 
 // sourcePages generates n events of the seeded stream as pages of the
 // contract's maximum size, before any clock starts.
-func sourcePages(b *testing.B, n int) []*source.Page { return storetest.StreamPages(b, 42, n) }
+func sourcePages(b testing.TB, n int) []*source.Page { return storetest.StreamPages(b, 42, n) }
 
 // BenchmarkReverifyFromGenesis: a complete projection of N events whose
 // cursor is reset (FR-APR07) is re-verified from genesis: every retained trade
@@ -105,7 +105,8 @@ func reverifyRun(b *testing.B, n int) (took time.Duration, events int, deferred 
 	// The projection re-verified is a settled one, as months of history
 	// are: the build's autovacuum and checkpoint are not timed.
 	pgtest.Settle(b, adminDSNOf(b, s))
-	took, events, deferred = applyPages(b, s, run, pages)
+	a := applyPages(b, s, run, pages)
+	took, events, deferred = a.took, a.events, a.deferred
 	var changed, left int
 	var state string
 	if err := s.pool.QueryRow(ctxb, `SELECT (SELECT count(*) FROM projection_catchup_outbox),
@@ -138,8 +139,8 @@ func decodedEvents(b *testing.B, pages []*source.Page) []wire.Event {
 // applyPages applies pages in order, preparing and merging the next ones
 // (PreparedPage.Merge, up to its bound) while applying the current unit, as
 // the manager's fetch ahead does (PROJECTION_BENCH_MERGE=0: one page per
-// unit). It returns the time, the events applied and the keys deferred.
-func applyPages(b *testing.B, s *Store, run Run, pages []*source.Page) (time.Duration, int, int) {
+// unit).
+func applyPages(b testing.TB, s *Store, run Run, pages []*source.Page) applied {
 	l, err := s.AcquireLease(ctxb, run.Scope, "bench", time.Hour)
 	if err != nil {
 		b.Fatal(err)
@@ -150,7 +151,7 @@ func applyPages(b *testing.B, s *Store, run Run, pages []*source.Page) (time.Dur
 	}
 	start := time.Now()
 	units := s.PrepareUnits(ctxb, run, pages, maxPages)
-	events, deferred := 0, 0
+	var a applied
 	for u := range units {
 		if u.Err != nil {
 			b.Fatal(u.Err)
@@ -164,10 +165,20 @@ func applyPages(b *testing.B, s *Store, run Run, pages []*source.Page) (time.Dur
 			// Not b.Logf: the benchmark's log is cut after a few lines.
 			fmt.Fprintf(os.Stderr, "unit of %d pages after %d: %d events, %d deferred, in %v\n", unit.Pages(), res.AfterSeq, res.Applied, res.DeferredKeys, time.Since(t))
 		}
-		events += res.Applied
-		deferred += res.DeferredKeys
+		a.events += res.Applied
+		a.deferred += res.DeferredKeys
+		a.slices += res.Slices
 	}
-	return time.Since(start), events, deferred
+	a.took = time.Since(start)
+	return a
+}
+
+// applied is what applyPages did: its time, the events applied, the keys
+// whose fold was deferred, and the write slices committed (one transaction
+// each).
+type applied struct {
+	took                     time.Duration
+	events, deferred, slices int
 }
 
 // BenchmarkCatchUpFromGenesis (issue 12, goal 1): catch up N events from
@@ -175,7 +186,9 @@ func applyPages(b *testing.B, s *Store, run Run, pages []*source.Page) (time.Dur
 // that catch-up wrote (trades, order versions, orders, positions) into the
 // same indexed tables under another scope: the limit of what PostgreSQL can
 // take in. Metrics: events/s; ratio_to_copy = t(COPY of those rows) /
-// t(catch-up) (goal ≥ 0.8); B/event and allocs/event of this process over
+// t(catch-up) (goal ≥ 0.8); ratio_to_sliced_copy, the same against the COPY
+// of those rows in as many transactions as the catch-up committed slices,
+// and sliced_copy/copy, what that slicing alone costs the COPY; B/event and allocs/event of this process over
 // the catch-up of N (goal ≤ 1 KB and ≤ 20); t4N/tN = per-event cost at N
 // over per-event cost at N/4, times 4 (linear is ~4; goal ≤ 4.4).
 //
@@ -195,38 +208,51 @@ func BenchmarkCatchUpFromGenesis(b *testing.B) {
 		runtime.GC()
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
-		tFull, eFull, _ := applyPages(b, s, run, pages)
+		full := applyPages(b, s, run, pages)
+		tFull, eFull := full.took, full.events
 		runtime.ReadMemStats(&m1)
-		tCopy, copied := copyWrittenRows(b, s, "b", "copy", func() { pgtest.Settle(b, adminDSNOf(b, s)) })
+		settle := func() { pgtest.Settle(b, adminDSNOf(b, s)) }
+		tCopy, copied := copyWrittenRows(b, s, "b", "copy", 0, settle)
+		tSliced, copiedSliced := copyWrittenRows(b, s, "b", "copy-sliced", full.slices, settle)
+		if copiedSliced != copied {
+			b.Fatalf("COPY in %d transactions took %d rows, in one per table %d", full.slices, copiedSliced, copied)
+		}
 		b.ReportMetric(float64(eFull), "events")
 		b.ReportMetric(float64(eFull)/tFull.Seconds(), "events/s")
 		b.ReportMetric(float64(copied), "copied_rows")
 		b.ReportMetric(float64(copied)/tCopy.Seconds(), "copy_rows/s")
 		b.ReportMetric(tCopy.Seconds()/tFull.Seconds(), "ratio_to_copy")
+		b.ReportMetric(tSliced.Seconds()/tFull.Seconds(), "ratio_to_sliced_copy")
+		b.ReportMetric(tSliced.Seconds()/tCopy.Seconds(), "sliced_copy/copy")
+		b.ReportMetric(float64(full.slices), "slices")
 		b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(eFull), "B/event")
 		b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(eFull), "allocs/event")
 		b.ReportMetric((tFull.Seconds()/float64(eFull))/(tQuarter.Seconds()/float64(eQuarter))*4, "t4N/tN")
-		b.Logf("N/4=%d events in %v; N=%d events in %v; COPY of the %d rows written in %v", eQuarter, tQuarter, eFull, tFull, copied, tCopy)
+		b.Logf("N/4=%d events in %v; N=%d events in %v (%d slices); COPY of the %d rows written in %v, in %d transactions %v",
+			eQuarter, tQuarter, eFull, tFull, full.slices, copied, tCopy, full.slices, tSliced)
 	}
 }
 
 // copyWrittenRows COPYs every row scope from wrote into trades, order_events,
-// orders and positions again under scope to, into the same tables, one
-// transaction per table as a bulk load would: the floor a catch-up's writes
-// are measured against. The rows are read beforehand as the server's own
+// orders and positions again under scope to, into the same tables: the floor
+// a catch-up's writes are measured against. transactions says how: 0 is one
+// transaction per table, as a bulk load would (the goal's reference); k > 0
+// is k transactions over equal ranges of seq, each COPYing the rows of its
+// range into trades, order_events and orders in that order (positions in
+// the last), the shape of a catch-up's write slices without anything else
+// they do, so the two references together say what committing in atomic
+// slices costs PostgreSQL. The rows are read beforehand as the server's own
 // binary COPY stream (COPY (SELECT …) TO STDOUT), so the clock times the
 // server taking them in and nothing of the client: a stream encoded while
 // timed (pgx's CopyFrom of []any rows, boxed values and big.Int numerics)
 // measured the client's encoding and its garbage collection as much as the
 // server, and moved by a third from run to run. ready runs after the
 // streams are read, just before the clock starts.
-func copyWrittenRows(b *testing.B, s *Store, from, to string, ready func()) (time.Duration, int64) {
-	type table struct {
-		name   string
-		cols   []string
-		stream bytes.Buffer
-	}
-	tables := []*table{
+func copyWrittenRows(b testing.TB, s *Store, from, to string, transactions int, ready func()) (time.Duration, int64) {
+	tables := []struct {
+		name string
+		cols []string
+	}{
 		{name: "trades", cols: []string{"scope", "trade_id", "trade_seq", "seq", "instrument", "price", "quantity", "buy_order_id", "sell_order_id", "buy_account", "sell_account", "ts", "booking_status", "written_by"}},
 		{name: "order_events", cols: []string{"scope", "order_id", "version", "seq", "account", "instrument", "side", "price", "quantity", "remaining", "status", "ts"}},
 		{name: "orders", cols: []string{"scope", "order_id", "version", "seq", "account", "instrument", "side", "price", "quantity", "remaining", "status", "ts"}},
@@ -238,26 +264,120 @@ func copyWrittenRows(b *testing.B, s *Store, from, to string, ready func()) (tim
 	}
 	defer conn.Release()
 	pg := conn.Conn().PgConn()
+	var maxSeq int64
+	if err := conn.QueryRow(ctxb, `SELECT greatest((SELECT max(seq) FROM trades WHERE scope = $1),
+       (SELECT max(seq) FROM order_events WHERE scope = $1), (SELECT max(seq) FROM orders WHERE scope = $1))`, from).Scan(&maxSeq); err != nil {
+		b.Fatal(err)
+	}
+	// A copyStream is one table's rows of one transaction.
+	type copyStream struct {
+		sql    string
+		stream bytes.Buffer
+	}
 	// COPY TO takes no parameters: the two scopes are the benchmark's own
-	// constants, quoted as literals; identifiers come from the list above.
+	// constants, quoted as literals, the seq bounds integers; identifiers
+	// come from the list above.
 	literal := func(v string) string { return "'" + strings.ReplaceAll(v, "'", "''") + "'" }
-	for _, tb := range tables {
-		sql := "COPY (SELECT " + literal(to) + "::text, " + strings.Join(tb.cols[1:], ", ") + " FROM " + pgx.Identifier{tb.name}.Sanitize() +
-			" WHERE scope = " + literal(from) + ") TO STDOUT (FORMAT binary)"
-		if _, err := pg.CopyTo(ctxb, &tb.stream, sql); err != nil {
+	read := func(i int, where string) *copyStream {
+		tb := tables[i]
+		c := &copyStream{sql: "COPY " + pgx.Identifier{tb.name}.Sanitize() + " (" + strings.Join(tb.cols, ", ") + ") FROM STDIN (FORMAT binary)"}
+		q := "COPY (SELECT " + literal(to) + "::text, " + strings.Join(tb.cols[1:], ", ") + " FROM " + pgx.Identifier{tb.name}.Sanitize() +
+			" WHERE scope = " + literal(from) + where + ") TO STDOUT (FORMAT binary)"
+		if _, err := pg.CopyTo(ctxb, &c.stream, q); err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	var txs [][]*copyStream // the copies of each transaction, in order
+	if transactions <= 0 {
+		for i := range tables {
+			txs = append(txs, []*copyStream{read(i, "")})
+		}
+	} else {
+		for k := range transactions {
+			lo, hi := maxSeq*int64(k)/int64(transactions), maxSeq*int64(k+1)/int64(transactions)
+			where := " AND seq > " + strconv.FormatInt(lo, 10) + " AND seq <= " + strconv.FormatInt(hi, 10)
+			var tx []*copyStream
+			for i := range tables[:3] {
+				tx = append(tx, read(i, where))
+			}
+			if k == transactions-1 {
+				tx = append(tx, read(3, ""))
+			}
+			txs = append(txs, tx)
+		}
+	}
+	exec := func(sql string) {
+		if _, err := pg.Exec(ctxb, sql).ReadAll(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	var copied int64
 	ready()
 	start := time.Now()
-	for _, tb := range tables {
-		ct, err := pg.CopyFrom(ctxb, bytes.NewReader(tb.stream.Bytes()),
-			"COPY "+pgx.Identifier{tb.name}.Sanitize()+" ("+strings.Join(tb.cols, ", ")+") FROM STDIN (FORMAT binary)")
-		if err != nil {
-			b.Fatal(err)
+	for _, tx := range txs {
+		if len(tx) > 1 {
+			exec("BEGIN")
 		}
-		copied += ct.RowsAffected()
+		for _, c := range tx {
+			ct, err := pg.CopyFrom(ctxb, bytes.NewReader(c.stream.Bytes()), c.sql)
+			if err != nil {
+				b.Fatal(err)
+			}
+			copied += ct.RowsAffected()
+		}
+		if len(tx) > 1 {
+			exec("COMMIT")
+		}
 	}
 	return time.Since(start), copied
+}
+
+// TestCopyReferences_Small is the small version of the catch-up benchmark's
+// two COPY references: after a catch-up, the rows it wrote are COPYed again
+// in one transaction per table and in three transactions over ranges of
+// seq. Each reference must hold exactly the rows the catch-up wrote, table
+// by table, or its ratio would compare the catch-up with other work.
+func TestCopyReferences_Small(t *testing.T) {
+	s := benchStore(t)
+	run := addRun(t, s, "b", PhaseActive, nil)
+	a := applyPages(t, s, run, sourcePages(t, 12_000))
+	if a.events == 0 || a.slices == 0 {
+		t.Fatalf("catch-up applied %d events in %d slices", a.events, a.slices)
+	}
+	tables := map[string]string{
+		"trades":       "trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, booking_status, written_by",
+		"order_events": "order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts",
+		"orders":       "order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts",
+		"positions":    "account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost",
+	}
+	var written int64
+	for name := range tables {
+		var n int64
+		if err := s.pool.QueryRow(ctxb, "SELECT count(*) FROM "+pgx.Identifier{name}.Sanitize()+" WHERE scope = 'b'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		written += n
+	}
+	for _, c := range []struct {
+		scope        string
+		transactions int
+	}{{"copy", 0}, {"copy-sliced", 3}} {
+		t.Run(c.scope, func(t *testing.T) {
+			if _, copied := copyWrittenRows(t, s, "b", c.scope, c.transactions, func() {}); copied != written {
+				t.Fatalf("copied %d rows, the catch-up wrote %d", copied, written)
+			}
+			for name, cols := range tables {
+				var diff int64
+				id := pgx.Identifier{name}.Sanitize()
+				if err := s.pool.QueryRow(ctxb, "SELECT count(*) FROM ((SELECT "+cols+" FROM "+id+" WHERE scope = 'b' EXCEPT ALL SELECT "+cols+" FROM "+id+" WHERE scope = $1)"+
+					" UNION ALL (SELECT "+cols+" FROM "+id+" WHERE scope = $1 EXCEPT ALL SELECT "+cols+" FROM "+id+" WHERE scope = 'b')) d", c.scope).Scan(&diff); err != nil {
+					t.Fatal(err)
+				}
+				if diff != 0 {
+					t.Errorf("%s: %d rows differ between the catch-up's and the copy's", name, diff)
+				}
+			}
+		})
+	}
 }
