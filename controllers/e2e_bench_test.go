@@ -323,7 +323,8 @@ func startExternalMember(t testing.TB, dir string, desc engine.Descriptor, bound
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	proc, err := testenv.StartProcess(filepath.Join(t.TempDir(), "member.log"), nil, binary(t, "member"),
+	logPath := filepath.Join(t.TempDir(), "member.log")
+	proc, err := testenv.StartProcess(logPath, nil, binary(t, "member"),
 		"--log-dir", dir, "--scope", desc.Scope, "--engine-id", desc.EngineID,
 		"--instruments", strings.Join(desc.Instruments, ","), "--max-commands", strconv.FormatInt(boundary, 10),
 		"--rate", "0", "--fsync=false", "--nats-listen", "", "--listen", addr)
@@ -342,7 +343,8 @@ func startExternalMember(t testing.TB, dir string, desc engine.Descriptor, bound
 			}
 		}
 		if !proc.Alive() || time.Now().After(deadline) {
-			t.Fatalf("member on %s not serving (alive %v): %v", addr, proc.Alive(), err)
+			out, _ := os.ReadFile(logPath)
+			t.Fatalf("member on %s not serving (alive %v): %v\n%s", addr, proc.Alive(), err, out)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
