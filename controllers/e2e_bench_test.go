@@ -87,11 +87,11 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 	if err := lg.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The member runs as its own process, as a user runs it: its replay of
-	// the whole history (about 1 KB of heap per event) is not in the heap
-	// the manager's garbage collector marks, which grew the manager's cost
-	// per event with N when it was served from this process.
-	srv := startExternalMember(t, logDir, desc, boundary)
+	// The member runs as its own process, as a user runs it: the manager's
+	// process holds nothing of the member's replay of the whole history
+	// (about 1 KB of heap per event), and the two share no garbage
+	// collector or scheduler.
+	memberURL := startExternalMember(t, logDir, desc, boundary)
 	run := e2eRun{events: boundary}
 
 	addRun := func(db string) {
@@ -110,7 +110,7 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 	// (NFR-APR02): ~28 s at 1,000,000 events on this machine, at the edge of
 	// the client's 30 s default. This prefetch is not what is timed; it also
 	// leaves the replay cached, so the manager's fetches resume from it.
-	cl, err := source.NewClient(source.ClientConfig{BaseURL: srv, Timeout: 10 * time.Minute})
+	cl, err := source.NewClient(source.ClientConfig{BaseURL: memberURL, Timeout: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 	defer stop()
 	obj := &recoveryv1.ProjectionRecovery{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "e2e", Labels: lbl},
-		Spec: recoveryv1.ProjectionRecoverySpec{Scope: scope, Source: recoveryv1.SourceSpec{URL: srv},
+		Spec: recoveryv1.ProjectionRecoverySpec{Scope: scope, Source: recoveryv1.SourceSpec{URL: memberURL},
 			Database: recoveryv1.DatabaseSpec{DSNSecretRef: recoveryv1.SecretKeySelector{Name: "db", Key: "dsn"}}},
 	}
 	pgtest.Settle(t, dbStore.Admin)
