@@ -45,8 +45,13 @@ type Num struct {
 	big *decimal.Decimal // non-nil: the value, whose coefficient overflows c
 }
 
-// NumOf returns d as a Num with d's coefficient and exponent.
+// NumOf returns d as a Num with d's coefficient and exponent. A coefficient
+// of up to 18 digits is read without copying it (Coefficient copies the
+// big.Int, a measurable share of a catch-up's derivation).
 func NumOf(d decimal.Decimal) Num {
+	if d.NumDigits() <= 18 {
+		return Num{c: d.CoefficientInt64(), e: d.Exponent()}
+	}
 	if c := d.Coefficient(); c.IsInt64() {
 		return Num{c: c.Int64(), e: d.Exponent()}
 	}
@@ -62,6 +67,15 @@ func NumFromBig(c *big.Int, e int32) Num {
 		return Num{c: c.Int64(), e: e}
 	}
 	d := decimal.NewFromBigInt(c, e)
+	return Num{big: &d}
+}
+
+// Neg returns -n, with the same exponent (what decimal's Neg gives).
+func (n Num) Neg() Num {
+	if n.big == nil && n.c != math.MinInt64 {
+		return Num{c: -n.c, e: n.e}
+	}
+	d := n.Decimal().Neg()
 	return Num{big: &d}
 }
 

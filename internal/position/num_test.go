@@ -159,3 +159,35 @@ func FuzzApplyNum(f *testing.F) {
 		}
 	})
 }
+
+// TestNumOf_AndNeg: NumOf keeps every decimal's coefficient and exponent
+// exactly (18 digits and fewer without copying the coefficient, more through
+// big.Int, beyond an int64 as a decimal), and Neg is decimal's Neg.
+func TestNumOf_AndNeg(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    decimal.Decimal
+	}{
+		{"zero", decimal.Zero},
+		{"zero with exponent", decimal.New(0, -4)},
+		{"small", d("1.5")},
+		{"negative", d("-99.75")},
+		{"18 digits", d("123456789012345678")},
+		{"19 digits in an int64", decimal.New(math.MaxInt64, -3)},
+		{"min int64", decimal.New(math.MinInt64, 0)},
+		{"beyond an int64", d("123456789012345678901234567890.5")},
+		{"negative beyond an int64", d("-123456789012345678901234567890.5")},
+		{"positive exponent", decimal.New(25, 3)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := NumOf(tc.v)
+			if got := n.Decimal(); got.Exponent() != tc.v.Exponent() || got.Coefficient().Cmp(tc.v.Coefficient()) != 0 {
+				t.Fatalf("NumOf(%s).Decimal() = %s (exponent %d), want exponent %d", tc.v, got, got.Exponent(), tc.v.Exponent())
+			}
+			want := tc.v.Neg()
+			if got := n.Neg().Decimal(); got.Exponent() != want.Exponent() || got.Coefficient().Cmp(want.Coefficient()) != 0 {
+				t.Fatalf("NumOf(%s).Neg() = %s (exponent %d), want %s (exponent %d)", tc.v, got, got.Exponent(), want, want.Exponent())
+			}
+		})
+	}
+}

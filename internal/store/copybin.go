@@ -60,7 +60,7 @@ const numericDScaleMax = 0x3FFF
 // copyBufs keeps a few streams for reuse. A page's stream is up to ~1 MB;
 // a sync.Pool would drop them at every GC and each page would grow a new
 // one by doubling.
-var copyBufs = make(chan *copyBuf, 4)
+var copyBufs = make(chan *copyBuf, 8)
 
 // getCopyBuf returns an empty stream of rows of fields fields; putCopyBuf
 // gives it back once sent.

@@ -88,7 +88,7 @@ func (w *pageTx) derivedHolds(r *posRow) bool {
 func (w *pageTx) deferFold(r *posRow) {
 	fills := make([]position.NumFill, 0, len(w.p.fills[r.k]))
 	for _, f := range w.p.fills[r.k] {
-		fills = append(fills, f.fill().Num())
+		fills = append(fills, f.num())
 	}
 	position.SortNum(fills)
 	s := position.NumStateOf(r.basis)

@@ -323,10 +323,14 @@ func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageR
 	if err := w.checkOrders(ctx); err != nil {
 		return PageResult{}, commitPoints{}, err
 	}
+	// The write streams are encoded while derive reads and folds the keys
+	// (encodeWrites); the buffers go back once the slice is done with them.
+	ws := w.encodeWrites()
+	defer ws.release()
 	if err := w.derive(ctx); err != nil {
 		return PageResult{}, commitPoints{}, err
 	}
-	if err := w.write(ctx); err != nil {
+	if err := w.write(ctx, ws); err != nil {
 		return PageResult{}, commitPoints{}, err
 	}
 

@@ -75,8 +75,8 @@ SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL jit = off;`
 
 // The COPY statements of the page path, with their columns in the order
-// copyBuf writes them (copyOrderEvents, writeOrders,
-// copyMissingTrades, copyPagePositions).
+// copyBuf writes them (encodeOrderEvents, encodeOrders,
+// encodeMissingTrades, copyPagePositions).
 const (
 	copyOrderEventsSQL = `COPY order_events (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining,
     status, ts) FROM STDIN (FORMAT binary)`
@@ -88,15 +88,14 @@ const (
     opening_proven, opening_seq, basis_quantity, basis_avg_cost, changed, deferred) FROM STDIN (FORMAT binary)`
 )
 
-// copyOrderEvents inserts the order versions checkOrders found missing.
-func (w *pageTx) copyOrderEvents(ctx context.Context) (int64, error) {
+// encodeOrderEvents encodes the order versions checkOrders found missing.
+func (w *pageTx) encodeOrderEvents() *copyBuf {
 	c := getCopyBuf(12)
-	defer putCopyBuf(c)
 	for _, o := range w.missingOrders {
 		c.row()
 		c.order(w.scope, o)
 	}
-	return c.send(ctx, w.tx, copyOrderEventsSQL)
+	return c
 }
 
 // trade writes the columns of a trade row from trade_id to ts, in

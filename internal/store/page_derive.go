@@ -122,7 +122,7 @@ SELECT k.account, k.instrument, p.scope IS NOT NULL,
 		fills = append(fills, retained[r.k]...)
 		for _, f := range w.p.fills[r.k] {
 			if !w.existing[f.t.TradeID] {
-				fills = append(fills, f.fill().Num())
+				fills = append(fills, f.num())
 			}
 		}
 		position.SortNum(fills)

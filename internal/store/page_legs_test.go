@@ -21,6 +21,10 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
+	"github.com/projection-recovery/projection-recovery/internal/position"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 // TestScanLegs_BinaryAndTextAgree: the same legs read in binary (decoded
@@ -80,4 +84,29 @@ SELECT 'acct-' || (i % 3), 'XYZ', i::bigint, (i * 7)::bigint, (i % 2)::int, v::n
 
 func fmtLeg(seq, tradeSeq int64, leg int, qc string, qe int32, pc string, pe int32) string {
 	return fmt.Sprintf("%d/%d/%d %sE%d @ %sE%d", seq, tradeSeq, leg, qc, qe, pc, pe)
+}
+
+// TestFillRowNum: a leg converted for the fold (fillRow.num) is exactly
+// position.Fill's conversion of the signed leg (Fill.Num of the quantity,
+// negated for the sell leg): same coefficients and exponents, small or big.
+func TestFillRowNum(t *testing.T) {
+	for i, v := range append(sampleDecimals(7, 200), "0", "0.000", "-1.5", "123456789012345678901234567890.25", "9223372036854775807", "-9223372036854775808") {
+		for leg := range 2 {
+			tr := &wire.Trade{Seq: int64(i), TradeSeq: int64(7 * i), Quantity: decimal.RequireFromString(v), Price: decimal.RequireFromString(v).Add(decimal.New(1, -2))}
+			q := tr.Quantity
+			if leg == 1 {
+				q = q.Neg()
+			}
+			want := position.Fill{Seq: tr.Seq, TradeSeq: tr.TradeSeq, Leg: leg, Quantity: q, Price: tr.Price}.Num()
+			got := fillRow{t: tr, leg: leg}.num()
+			if fmtNumFill(got) != fmtNumFill(want) {
+				t.Fatalf("%s, leg %d: num() = %s, Fill.Num() = %s", v, leg, fmtNumFill(got), fmtNumFill(want))
+			}
+		}
+	}
+}
+
+func fmtNumFill(f position.NumFill) string {
+	q, p := f.Quantity.Decimal(), f.Price.Decimal()
+	return fmtLeg(f.Seq, f.TradeSeq, f.Leg, q.Coefficient().String(), q.Exponent(), p.Coefficient().String(), p.Exponent())
 }

@@ -459,11 +459,15 @@ type fillRow struct {
 	leg int
 }
 
-// fill is the leg as position.Apply folds it (signed quantity).
-func (f fillRow) fill() position.Fill {
-	q := f.t.Quantity
+// num is the leg as the fold takes it: the buy leg adds the trade's
+// quantity, the sell leg subtracts it. Built from the trade's decimals
+// without the big.Int copies of decimal's Neg and Coefficient (one per leg
+// of every trade a catch-up derives); TestFillRowNum holds it to
+// position.Fill's own conversion.
+func (f fillRow) num() position.NumFill {
+	q := position.NumOf(f.t.Quantity)
 	if f.leg == 1 {
 		q = q.Neg()
 	}
-	return position.Fill{Seq: f.t.Seq, TradeSeq: f.t.TradeSeq, Leg: f.leg, Quantity: q, Price: f.t.Price}
+	return position.NumFill{Seq: f.t.Seq, TradeSeq: f.t.TradeSeq, Leg: f.leg, Quantity: q, Price: position.NumOf(f.t.Price)}
 }

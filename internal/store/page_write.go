@@ -25,13 +25,15 @@ import (
 // write persists the page: missing trades, order versions, current order
 // rows, positions, basis, outbox. Set-based: one statement per table (two for
 // orders: a COPY of the new rows, an upsert of the older ones), none per row.
-func (w *pageTx) write(ctx context.Context) error {
+// The COPY streams were encoded beside derive (encodeWrites).
+func (w *pageTx) write(ctx context.Context, ws *writeStreams) error {
+	ws.wait()
 	// The page trades not yet retained (checkTrades probed every one of
 	// them by primary key in this transaction), COPYed straight into trades.
 	// Under the projection write lock of their keys no other writer can add
 	// one meanwhile; if one appeared anyway the primary key fails the COPY
 	// and the page rolls back, it never double-writes.
-	n, err := w.copyMissingTrades(ctx)
+	n, err := ws.trades.send(ctx, w.tx, copyTradesSQL)
 	if err != nil {
 		return w.copyErr("store: insert missing trades", err)
 	}
@@ -40,14 +42,13 @@ func (w *pageTx) write(ctx context.Context) error {
 	// transaction under the projection write lock (no other writer can add
 	// one meanwhile), so a direct COPY is safe; a concurrent insert would
 	// fail the COPY on the primary key and roll the page back, never corrupt it.
-	if n, err = w.copyOrderEvents(ctx); err != nil {
+	if n, err = ws.orderEvents.send(ctx, w.tx, copyOrderEventsSQL); err != nil {
 		return w.copyErr("store: insert order events", err)
 	}
 	w.orderEvents = n
-	if err := w.writeOrders(ctx); err != nil {
+	if err := w.writeOrders(ctx, ws); err != nil {
 		return err
 	}
-
 	if err := w.copyPagePositions(ctx); err != nil {
 		return dbErr("store: copy positions", err)
 	}
@@ -106,9 +107,81 @@ const msgIDSQL = `'position/' || length($1::text) || ':' || $1::text || '/' || l
 //     order_events row, by primary key, with the same forward-only guard;
 //   - an order whose row holds this version or a newer one is left alone.
 //
-// If another writer created a row meanwhile anyway, the COPY fails on the
-// primary key and the slice rolls back: nothing is overwritten.
-func (w *pageTx) writeOrders(ctx context.Context) error {
+// encodeOrders sorted the slice's orders into those cases. If another writer
+// created a row meanwhile anyway, the COPY fails on the primary key and the
+// slice rolls back: nothing is overwritten.
+func (w *pageTx) writeOrders(ctx context.Context, ws *writeStreams) error {
+	if _, err := ws.orders.send(ctx, w.tx, copyOrdersSQL); err != nil {
+		return w.copyErr("store: insert orders", err)
+	}
+	if len(ws.ids) == 0 {
+		return nil
+	}
+	if _, err := w.tx.Exec(ctx, `
+INSERT INTO orders AS o (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
+SELECT e.scope, e.order_id, e.version, e.seq, e.account, e.instrument, e.side, e.price, e.quantity, e.remaining, e.status, e.ts
+  FROM unnest($2::text[], $3::bigint[]) AS u(id, version)
+ CROSS JOIN LATERAL (SELECT * FROM order_events e WHERE e.scope = $1 AND e.order_id = u.id AND e.version = u.version `+pkProbe+`) e
+ON CONFLICT (scope, order_id) DO UPDATE SET
+    version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account, instrument = EXCLUDED.instrument,
+    side = EXCLUDED.side, price = EXCLUDED.price, quantity = EXCLUDED.quantity, remaining = EXCLUDED.remaining,
+    status = EXCLUDED.status, ts = EXCLUDED.ts
+WHERE o.version < EXCLUDED.version`, w.scope, ws.ids, ws.versions); err != nil {
+		return dbErr("store: update orders", err)
+	}
+	return nil
+}
+
+// writeStreams are a slice's COPY streams of what checkTrades and
+// checkOrders found missing (trades, order versions, current order rows) and
+// the orders whose current row is to move forward. encodeWrites builds them
+// in a goroutine while derive reads and folds the slice's keys: encoding is
+// a third of the Go work between the slice's statements, which PostgreSQL
+// otherwise waits through (issue 12, goal 1). The goroutine only reads what
+// checkTrades and checkOrders left (w.p, w.existing, w.missingOrders,
+// w.orderRows), which nothing changes after them; derive reads
+// w.existing too, and reads do not race.
+type writeStreams struct {
+	done        chan struct{}
+	trades      *copyBuf
+	orderEvents *copyBuf
+	orders      *copyBuf // current rows of the orders without one
+	ids         []string // orders whose current row holds an older version
+	versions    []int64  // the version each moves to
+}
+
+// encodeWrites starts encoding the slice's write streams; release must
+// follow, whatever happens to the slice.
+func (w *pageTx) encodeWrites() *writeStreams {
+	ws := &writeStreams{done: make(chan struct{})}
+	go func() {
+		defer close(ws.done)
+		ws.trades = w.encodeMissingTrades()
+		ws.orderEvents = w.encodeOrderEvents()
+		ws.orders, ws.ids, ws.versions = w.encodeOrders()
+	}()
+	return ws
+}
+
+// wait returns once the streams are encoded.
+func (ws *writeStreams) wait() { <-ws.done }
+
+// release waits for the encoding and gives its buffers back. Waiting first
+// is what keeps a buffer from being reused while the goroutine still fills it.
+func (ws *writeStreams) release() {
+	ws.wait()
+	for _, c := range []*copyBuf{ws.trades, ws.orderEvents, ws.orders} {
+		if c != nil {
+			putCopyBuf(c)
+		}
+	}
+}
+
+// encodeOrders sorts the slice's orders for writeOrders: for each order id,
+// the latest version the slice holds gets a current row by COPY when the
+// order has none, moves the row forward by upsert when it holds an older
+// version, and is left alone otherwise.
+func (w *pageTx) encodeOrders() (*copyBuf, []string, []int64) {
 	latest := make(map[string]*wire.Order, len(w.p.orders))
 	for _, o := range w.p.orders {
 		if l := latest[o.OrderID]; l == nil || o.Version > l.Version {
@@ -116,7 +189,6 @@ func (w *pageTx) writeOrders(ctx context.Context) error {
 		}
 	}
 	fresh := getCopyBuf(12)
-	defer putCopyBuf(fresh)
 	var ids []string
 	var versions []int64
 	for _, o := range w.p.orders { // in seq order: the rows go in as they came
@@ -132,32 +204,13 @@ func (w *pageTx) writeOrders(ctx context.Context) error {
 			ids, versions = append(ids, o.OrderID), append(versions, o.Version)
 		}
 	}
-	if _, err := fresh.send(ctx, w.tx, copyOrdersSQL); err != nil {
-		return w.copyErr("store: insert orders", err)
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO orders AS o (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
-SELECT e.scope, e.order_id, e.version, e.seq, e.account, e.instrument, e.side, e.price, e.quantity, e.remaining, e.status, e.ts
-  FROM unnest($2::text[], $3::bigint[]) AS u(id, version)
- CROSS JOIN LATERAL (SELECT * FROM order_events e WHERE e.scope = $1 AND e.order_id = u.id AND e.version = u.version `+pkProbe+`) e
-ON CONFLICT (scope, order_id) DO UPDATE SET
-    version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account, instrument = EXCLUDED.instrument,
-    side = EXCLUDED.side, price = EXCLUDED.price, quantity = EXCLUDED.quantity, remaining = EXCLUDED.remaining,
-    status = EXCLUDED.status, ts = EXCLUDED.ts
-WHERE o.version < EXCLUDED.version`, w.scope, ids, versions); err != nil {
-		return dbErr("store: update orders", err)
-	}
-	return nil
+	return fresh, ids, versions
 }
 
-// copyMissingTrades COPYs the slice's trades that checkTrades did not find
-// retained into trades, as recovery's own BOOKED rows.
-func (w *pageTx) copyMissingTrades(ctx context.Context) (int64, error) {
+// encodeMissingTrades encodes the slice's trades that checkTrades did not
+// find retained, as recovery's own BOOKED rows.
+func (w *pageTx) encodeMissingTrades() *copyBuf {
 	c := getCopyBuf(14)
-	defer putCopyBuf(c)
 	for _, t := range w.p.trades {
 		if w.existing[t.TradeID] {
 			continue
@@ -168,5 +221,5 @@ func (w *pageTx) copyMissingTrades(ctx context.Context) (int64, error) {
 		c.text("BOOKED")
 		c.text("recovery")
 	}
-	return c.send(ctx, w.tx, copyTradesSQL)
+	return c
 }
