@@ -54,7 +54,7 @@ func TestDerivedHolds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newSlice(nil, 4, "", nil)
-			p.add(wire.Event{Type: wire.TypeTrade, Trade: tr})
+			p.add(wire.Event{Type: wire.TypeTrade, Trade: tr}, nil)
 			if tc.opening {
 				p.openings[k] = &wire.Opening{Seq: 5, Account: "A", Instrument: "ACME", Quantity: decimal.Zero, AvgCost: decimal.Zero}
 			}

@@ -224,8 +224,8 @@ SELECT 'orders', `+orderCols+` FROM orders WHERE scope = $1 AND seq > $2 AND seq
 	// another version is checked against its source by the page whose window
 	// holds it, and a version without a seq is refused scope-wide by
 	// checkLegacy.
-	ids, lo, hi, cur := orderProbes(w.p.orders, retained, w.orderRows)
-	if rows, err = w.probeOrders(ctx, ids, lo, hi, cur); err != nil {
+	ids, lo, hi, cur, born := orderProbes(w.p.orders, retained, w.orderRows)
+	if rows, err = w.probeOrders(ctx, ids, lo, hi, cur, born); err != nil {
 		return dbErr("store: retained orders", err)
 	}
 	if rows != nil {
@@ -266,9 +266,14 @@ const orderCols = `order_id, version, seq, account, instrument, side, price, qua
 // probeOrders runs the probes orderProbes listed (nil rows: nothing to
 // probe). Without a version to probe, or when the slice may skip them
 // (page_unprobed.go), it reads only the current rows.
-func (w *pageTx) probeOrders(ctx context.Context, ids []string, lo, hi []int64, cur []bool) (pgx.Rows, error) {
-	curIDs, versions := currentOrderProbes(ids, lo, hi, cur)
-	born := w.p.bornHere(curIDs)
+func (w *pageTx) probeOrders(ctx context.Context, ids []string, lo, hi []int64, cur, bornIn []bool) (pgx.Rows, error) {
+	curIDs, curBorn, versions := currentOrderProbes(ids, lo, hi, cur, bornIn)
+	born := 0 // of curIDs, the orders born in the slice
+	for _, b := range curBorn {
+		if b {
+			born++
+		}
+	}
 	skip := false
 	if versions || born > 0 {
 		var err error
@@ -284,7 +289,7 @@ func (w *pageTx) probeOrders(ctx context.Context, ids []string, lo, hi []int64, 
 	}
 	if skip && born > 0 {
 		var err error
-		if curIDs, err = w.withoutBornHere(ctx, curIDs, born); err != nil {
+		if curIDs, err = w.withoutBornHere(ctx, curIDs, curBorn, born); err != nil {
 			return nil, err
 		}
 	}
@@ -299,17 +304,23 @@ func (w *pageTx) probeOrders(ctx context.Context, ids []string, lo, hi []int64, 
 
 // orderProbes lists what checkOrders probes after the window: one entry per
 // page order id with something the window did not show, its versions' range
-// among those (lo > hi: none) and whether its current row is wanted (cur).
-// ids serves both probes: a bootstrap probes every page order for both.
-func orderProbes(orders []*wire.Order, retained map[orderKey]bool, shown map[string]int64) (ids []string, lo, hi []int64, cur []bool) {
+// among those (lo > hi: none), whether its current row is wanted (cur) and
+// whether the slice holds its version 1 (born: see page_unprobed.go, read
+// here in the same pass rather than looked up again per id). ids serves both
+// probes: a bootstrap probes every page order for both.
+func orderProbes(orders []*wire.Order, retained map[orderKey]bool, shown map[string]int64) (ids []string, lo, hi []int64, cur, born []bool) {
 	at := make(map[string]int, len(orders))
-	ids, lo, hi, cur = make([]string, 0, len(orders)), make([]int64, 0, len(orders)), make([]int64, 0, len(orders)), make([]bool, 0, len(orders))
+	ids, lo, hi = make([]string, 0, len(orders)), make([]int64, 0, len(orders)), make([]int64, 0, len(orders))
+	cur, born = make([]bool, 0, len(orders)), make([]bool, 0, len(orders))
 	for _, o := range orders {
 		i, ok := at[o.OrderID]
 		if !ok {
 			_, has := shown[o.OrderID]
 			i, at[o.OrderID] = len(ids), len(ids)
-			ids, lo, hi, cur = append(ids, o.OrderID), append(lo, 1), append(hi, 0), append(cur, !has)
+			ids, lo, hi, cur, born = append(ids, o.OrderID), append(lo, 1), append(hi, 0), append(cur, !has), append(born, false)
+		}
+		if o.Version == 1 {
+			born[i] = true
 		}
 		switch v := o.Version; {
 		case retained[orderKey{o.OrderID, v}]:
@@ -322,11 +333,11 @@ func orderProbes(orders []*wire.Order, retained map[orderKey]bool, shown map[str
 	n := 0 // keep the entries with something to probe
 	for i := range ids {
 		if lo[i] <= hi[i] || cur[i] {
-			ids[n], lo[n], hi[n], cur[n] = ids[i], lo[i], hi[i], cur[i]
+			ids[n], lo[n], hi[n], cur[n], born[n] = ids[i], lo[i], hi[i], cur[i], born[i]
 			n++
 		}
 	}
-	return ids[:n], lo[:n], hi[:n], cur[:n]
+	return ids[:n], lo[:n], hi[:n], cur[:n], born[:n]
 }
 
 // compareOrders compares the retained order rows of rows (table name, then

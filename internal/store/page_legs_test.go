@@ -86,9 +86,11 @@ func fmtLeg(seq, tradeSeq int64, leg int, qc string, qe int32, pc string, pe int
 	return fmt.Sprintf("%d/%d/%d %sE%d @ %sE%d", seq, tradeSeq, leg, qc, qe, pc, pe)
 }
 
-// TestFillRowNum: a leg converted for the fold (fillRow.num) is exactly
-// position.Fill's conversion of the signed leg (Fill.Num of the quantity,
-// negated for the sell leg): same coefficients and exponents, small or big.
+// TestFillRowNum: a leg converted for the fold (fillRow.num), from the
+// amounts prepare converted (numsOf) or from the trade's decimals, is
+// exactly position.Fill's conversion of the signed leg (Fill.Num of the
+// quantity, negated for the sell leg): same coefficients and exponents,
+// small or big.
 func TestFillRowNum(t *testing.T) {
 	for i, v := range append(sampleDecimals(7, 200), "0", "0.000", "-1.5", "123456789012345678901234567890.25", "9223372036854775807", "-9223372036854775808") {
 		for leg := range 2 {
@@ -98,9 +100,11 @@ func TestFillRowNum(t *testing.T) {
 				q = q.Neg()
 			}
 			want := position.Fill{Seq: tr.Seq, TradeSeq: tr.TradeSeq, Leg: leg, Quantity: q, Price: tr.Price}.Num()
-			got := fillRow{t: tr, leg: leg}.num()
-			if fmtNumFill(got) != fmtNumFill(want) {
-				t.Fatalf("%s, leg %d: num() = %s, Fill.Num() = %s", v, leg, fmtNumFill(got), fmtNumFill(want))
+			for _, n := range []*tradeNums{nil, &numsOf([]wire.Event{{Trade: tr}}, 1)[0]} {
+				got := fillRow{t: tr, leg: leg, n: n}.num()
+				if fmtNumFill(got) != fmtNumFill(want) {
+					t.Fatalf("%s, leg %d, prepared %v: num() = %s, Fill.Num() = %s", v, leg, n != nil, fmtNumFill(got), fmtNumFill(want))
+				}
 			}
 		}
 	}

@@ -99,6 +99,7 @@ func (pp *PreparedPage) Merge(next *PreparedPage) bool {
 	}
 	a.decoded = append(a.decoded, b.decoded...)
 	a.digests = append(a.digests, b.digests...)
+	a.nums = append(a.nums, b.nums...)
 	for k, o := range b.orderBy {
 		a.orderBy[k] = o
 	}

@@ -92,8 +92,8 @@ func (p *prepared) addKey(k key) {
 }
 
 // add puts one decoded event of the slice into the rows and maps the
-// transaction needs.
-func (p *prepared) add(e wire.Event) {
+// transaction needs; n is a trade's amounts as prepare converted them.
+func (p *prepared) add(e wire.Event, n *tradeNums) {
 	p.applied++
 	switch {
 	case e.Trade != nil:
@@ -102,8 +102,8 @@ func (p *prepared) add(e wire.Event) {
 		bk, sk := key{t.BuyAccount, t.Instrument}, key{t.SellAccount, t.Instrument}
 		p.addKey(bk)
 		p.addKey(sk)
-		p.fills[bk] = append(p.fills[bk], fillRow{t: t, leg: 0})
-		p.fills[sk] = append(p.fills[sk], fillRow{t: t, leg: 1})
+		p.fills[bk] = append(p.fills[bk], fillRow{t: t, leg: 0, n: n})
+		p.fills[sk] = append(p.fills[sk], fillRow{t: t, leg: 1, n: n})
 	case e.Order != nil:
 		p.orders = append(p.orders, e.Order)
 		p.lockKey(key{e.Order.Account, e.Order.Instrument})
@@ -132,8 +132,13 @@ type pagePrep struct {
 	digests [][sha256.Size]byte      // digests[i]: the chain through event i, raw
 	orderBy map[orderKey]*wire.Order // the applied order versions
 	through int64                    // T': throughSeq, or frozen_seq for a DRAINING run if lower
+	// nums[j] are the amounts of the j-th trade of decoded as the fold
+	// takes them, converted here, beside the commit of the unit before,
+	// rather than between a slice's statements (see tradeNums).
+	nums []tradeNums
 
 	next        int    // first event not yet in a slice
+	nextTrade   int    // index in nums of the first trade not yet in a slice
 	after       int64  // where the next slice starts
 	digestAfter string // chain digest through after
 	cut         int    // slices cut so far
@@ -163,16 +168,17 @@ type pageEnd struct {
 // rewinds to it to cut a refused slice again, page by page.
 type sliceMark struct {
 	next, cut   int
+	nextTrade   int
 	after       int64
 	digestAfter string
 }
 
 func (pp *pagePrep) mark() sliceMark {
-	return sliceMark{next: pp.next, cut: pp.cut, after: pp.after, digestAfter: pp.digestAfter}
+	return sliceMark{next: pp.next, cut: pp.cut, nextTrade: pp.nextTrade, after: pp.after, digestAfter: pp.digestAfter}
 }
 
 func (pp *pagePrep) rewind(m sliceMark) {
-	pp.next, pp.cut, pp.after, pp.digestAfter = m.next, m.cut, m.after, m.digestAfter
+	pp.next, pp.cut, pp.nextTrade, pp.after, pp.digestAfter = m.next, m.cut, m.nextTrade, m.after, m.digestAfter
 }
 
 // limit is where the slice starting at from must end at the latest: the
@@ -302,7 +308,7 @@ func prepare(run Run, page *source.Page) (*pagePrep, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pagePrep{page: page, decoded: decoded, digests: digests[:applied], orderBy: ids.orders, through: through,
+	return &pagePrep{page: page, decoded: decoded, digests: digests[:applied], orderBy: ids.orders, nums: numsOf(decoded, len(ids.trades)), through: through,
 		after: page.AfterSeq, digestAfter: page.DigestAfter,
 		tradeIDs: []map[string]bool{ids.trades}, openingKeys: []map[key]bool{ids.openings}}, nil
 }
@@ -381,7 +387,11 @@ func (pp *pagePrep) nextSlice(n int) *prepared {
 		if ((n > 0 && sl.applied >= n) || len(sl.lockKeys) >= maxSliceKeys) && pp.decoded[i].Seq() != pp.decoded[i-1].Seq() {
 			break
 		}
-		sl.add(pp.decoded[i])
+		var n *tradeNums
+		if pp.decoded[i].Trade != nil {
+			n, pp.nextTrade = &pp.nums[pp.nextTrade], pp.nextTrade+1
+		}
+		sl.add(pp.decoded[i], n)
 	}
 	sl.spans = pp.spans(pp.next, i)
 	pp.next, pp.cut = i, pp.cut+1
@@ -453,10 +463,31 @@ func decodeAll(evs []source.Event) ([]wire.Event, error) {
 }
 
 // fillRow is one trade leg of a key: the buy leg (0) adds the trade's
-// quantity, the sell leg (1) subtracts it.
+// quantity, the sell leg (1) subtracts it. n holds the trade's amounts
+// converted when the page was prepared (nil: converted when needed).
 type fillRow struct {
 	t   *wire.Trade
 	leg int
+	n   *tradeNums
+}
+
+// tradeNums are a trade's quantity and price as the fold takes them
+// (position.Num). Converting a decimal reads its big.Int: two dependent
+// memory reads per amount, over a unit's worth of trades decoded a while
+// before, which the applying goroutine paid between a slice's statements
+// while PostgreSQL waited (issue 12, goal 1). prepare converts them instead,
+// where the unit is decoded, beside the commit of the unit before.
+type tradeNums struct{ qty, price position.Num }
+
+// numsOf converts the amounts of decoded's trades (trades of them), in order.
+func numsOf(decoded []wire.Event, trades int) []tradeNums {
+	nums := make([]tradeNums, 0, trades)
+	for _, e := range decoded {
+		if t := e.Trade; t != nil {
+			nums = append(nums, tradeNums{qty: position.NumOf(t.Quantity), price: position.NumOf(t.Price)})
+		}
+	}
+	return nums
 }
 
 // num is the leg as the fold takes it: the buy leg adds the trade's
@@ -465,9 +496,13 @@ type fillRow struct {
 // of every trade a catch-up derives); TestFillRowNum holds it to
 // position.Fill's own conversion.
 func (f fillRow) num() position.NumFill {
-	q := position.NumOf(f.t.Quantity)
+	n := f.n
+	if n == nil {
+		n = &tradeNums{qty: position.NumOf(f.t.Quantity), price: position.NumOf(f.t.Price)}
+	}
+	q := n.qty
 	if f.leg == 1 {
 		q = q.Neg()
 	}
-	return position.NumFill{Seq: f.t.Seq, TradeSeq: f.t.TradeSeq, Leg: f.leg, Quantity: q, Price: position.NumOf(f.t.Price)}
+	return position.NumFill{Seq: f.t.Seq, TradeSeq: f.t.TradeSeq, Leg: f.leg, Quantity: q, Price: n.price}
 }

@@ -137,14 +137,14 @@ func TestRetainedTrade_SameAs(t *testing.T) {
 
 // orderProbes lists, after the window, exactly what it did not show: each
 // page order id once, its versions' range among the ones not retained, and
-// whether its current row is still wanted; nothing for an order the window
-// showed in full.
+// whether its current row is still wanted, and whether the slice holds its
+// version 1; nothing for an order the window showed in full.
 func TestOrderProbes(t *testing.T) {
 	o := func(id string, v int64) *wire.Order { return &wire.Order{OrderID: id, Version: v} }
 	type probe struct {
-		id     string
-		lo, hi int64
-		cur    bool
+		id        string
+		lo, hi    int64
+		cur, born bool
 	}
 	for _, tc := range []struct {
 		name     string
@@ -154,14 +154,16 @@ func TestOrderProbes(t *testing.T) {
 		want     []probe
 	}{
 		{"bootstrap: every version and every current row", []*wire.Order{o("a", 1), o("a", 2), o("b", 3)}, nil, nil,
-			[]probe{{"a", 1, 2, true}, {"b", 3, 3, true}}},
+			[]probe{{"a", 1, 2, true, true}, {"b", 3, 3, true, false}}},
 		{"re-verification: the window showed everything", []*wire.Order{o("a", 1), o("a", 2)}, []orderKey{{"a", 1}, {"a", 2}}, []string{"a"}, nil},
 		{"current row newer than the page: probed alone", []*wire.Order{o("a", 1), o("a", 2)}, []orderKey{{"a", 1}, {"a", 2}}, nil,
-			[]probe{{"a", 1, 0, true}}},
+			[]probe{{"a", 1, 0, true, true}}},
 		{"one version missing after one shown", []*wire.Order{o("a", 1), o("a", 2), o("a", 3)}, []orderKey{{"a", 1}, {"a", 3}}, []string{"a"},
-			[]probe{{"a", 2, 2, false}}},
+			[]probe{{"a", 2, 2, false, true}}},
 		{"missing versions widen the range, shown ones do not", []*wire.Order{o("a", 4), o("a", 2), o("a", 7), o("b", 1)}, []orderKey{{"a", 7}, {"b", 1}}, []string{"a", "b"},
-			[]probe{{"a", 2, 4, false}}},
+			[]probe{{"a", 2, 4, false, false}}},
+		{"born: version 1 after later ones, retained or not", []*wire.Order{o("a", 3), o("b", 2), o("a", 1), o("c", 1)}, []orderKey{{"c", 1}}, nil,
+			[]probe{{"a", 1, 3, true, true}, {"b", 2, 2, true, false}, {"c", 1, 0, true, true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			retained := map[orderKey]bool{}
@@ -172,10 +174,10 @@ func TestOrderProbes(t *testing.T) {
 			for _, id := range tc.shown {
 				shown[id] = 1
 			}
-			ids, lo, hi, cur := orderProbes(tc.orders, retained, shown)
+			ids, lo, hi, cur, born := orderProbes(tc.orders, retained, shown)
 			var got []probe
 			for i := range ids {
-				got = append(got, probe{ids[i], lo[i], hi[i], cur[i]})
+				got = append(got, probe{ids[i], lo[i], hi[i], cur[i], born[i]})
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("probes %+v, want %+v", got, tc.want)

@@ -136,41 +136,31 @@ func reprobe(skipped bool, err error) bool {
 }
 
 // currentOrderProbes is what an unprobed slice probes of orderProbes' lists:
-// the ids whose current orders row is wanted; versions reports whether a
-// page version is among what orderProbes listed (what skipping would skip).
-func currentOrderProbes(ids []string, lo, hi []int64, cur []bool) (curIDs []string, versions bool) {
-	curIDs = make([]string, 0, len(ids))
+// the ids whose current orders row is wanted, with whether each was born in
+// the slice; versions reports whether a page version is among what
+// orderProbes listed (what skipping would skip).
+func currentOrderProbes(ids []string, lo, hi []int64, cur, born []bool) (curIDs []string, curBorn []bool, versions bool) {
+	curIDs, curBorn = make([]string, 0, len(ids)), make([]bool, 0, len(ids))
 	for i, id := range ids {
 		if cur[i] {
-			curIDs = append(curIDs, id)
+			curIDs, curBorn = append(curIDs, id), append(curBorn, born[i])
 		}
 		if lo[i] <= hi[i] {
 			versions = true
 		}
 	}
-	return curIDs, versions
+	return curIDs, curBorn, versions
 }
 
 // ordersBeyondSQL: does an orders row of the scope lie beyond a seq? One
 // backward probe of orders (scope, seq).
 const ordersBeyondSQL = `SELECT EXISTS (SELECT 1 FROM orders WHERE scope = $1 AND seq > $2)`
 
-// bornHere counts the ids whose version 1 is in the slice.
-func (p *prepared) bornHere(ids []string) int {
-	n := 0
-	for _, id := range ids {
-		if p.orderOf(orderKey{id, 1}) != nil {
-			n++
-		}
-	}
-	return n
-}
-
-// withoutBornHere drops from ids the orders born in the slice (born of
-// them) when no orders row of the scope lies beyond the slice's window (see
-// above), and marks the slice as having skipped probes; otherwise it
-// returns ids as they are.
-func (w *pageTx) withoutBornHere(ctx context.Context, ids []string, born int) ([]string, error) {
+// withoutBornHere drops from ids the orders born in the slice (bornHere[i]:
+// the slice holds version 1 of ids[i]; born of them) when no orders row of
+// the scope lies beyond the slice's window (see above), and marks the slice
+// as having skipped probes; otherwise it returns ids as they are.
+func (w *pageTx) withoutBornHere(ctx context.Context, ids []string, bornHere []bool, born int) ([]string, error) {
 	var beyond bool
 	if err := w.tx.QueryRow(ctx, ordersBeyondSQL, w.scope, w.p.through).Scan(&beyond); err != nil {
 		return nil, dbErr("store: orders beyond the slice", err)
@@ -179,8 +169,8 @@ func (w *pageTx) withoutBornHere(ctx context.Context, ids []string, born int) ([
 		return ids, nil
 	}
 	kept := make([]string, 0, len(ids)-born)
-	for _, id := range ids {
-		if w.p.orderOf(orderKey{id, 1}) == nil {
+	for i, id := range ids {
+		if !bornHere[i] {
 			kept = append(kept, id)
 		}
 	}

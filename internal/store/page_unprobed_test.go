@@ -240,19 +240,22 @@ func TestCurrentOrderProbes(t *testing.T) {
 		name         string
 		ids          []string
 		lo, hi       []int64
-		cur          []bool
+		cur, born    []bool
 		want         []string
+		wantBorn     []bool
 		wantVersions bool
 	}{
-		{"nothing", nil, nil, nil, nil, []string{}, false},
-		{"a bootstrap: every version and every current row", []string{"a", "b"}, []int64{1, 2}, []int64{3, 2}, []bool{true, true}, []string{"a", "b"}, true},
-		{"current rows only", []string{"a", "b"}, []int64{1, 1}, []int64{0, 0}, []bool{true, false}, []string{"a"}, false},
-		{"a version whose current row the window showed", []string{"a", "b"}, []int64{1, 4}, []int64{0, 4}, []bool{true, false}, []string{"a"}, true},
+		{"nothing", nil, nil, nil, nil, nil, []string{}, []bool{}, false},
+		{"a bootstrap: every version and every current row", []string{"a", "b"}, []int64{1, 2}, []int64{3, 2}, []bool{true, true}, []bool{true, false},
+			[]string{"a", "b"}, []bool{true, false}, true},
+		{"current rows only", []string{"a", "b"}, []int64{1, 1}, []int64{0, 0}, []bool{true, false}, []bool{false, true}, []string{"a"}, []bool{false}, false},
+		{"a version whose current row the window showed", []string{"a", "b"}, []int64{1, 4}, []int64{0, 4}, []bool{true, false}, []bool{true, true},
+			[]string{"a"}, []bool{true}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, versions := currentOrderProbes(tc.ids, tc.lo, tc.hi, tc.cur)
-			if !reflect.DeepEqual(got, tc.want) || versions != tc.wantVersions {
-				t.Errorf("got %v, %v; want %v, %v", got, versions, tc.want, tc.wantVersions)
+			got, born, versions := currentOrderProbes(tc.ids, tc.lo, tc.hi, tc.cur, tc.born)
+			if !reflect.DeepEqual(got, tc.want) || !reflect.DeepEqual(born, tc.wantBorn) || versions != tc.wantVersions {
+				t.Errorf("got %v, %v, %v; want %v, %v, %v", got, born, versions, tc.want, tc.wantBorn, tc.wantVersions)
 			}
 		})
 	}
