@@ -100,9 +100,7 @@ func (pp *PreparedPage) Merge(next *PreparedPage) bool {
 	a.decoded = append(a.decoded, b.decoded...)
 	a.digests = append(a.digests, b.digests...)
 	a.nums = append(a.nums, b.nums...)
-	for k, o := range b.orderBy {
-		a.orderBy[k] = o
-	}
+	a.orderBy = append(a.orderBy, b.orderBy...)
 	a.tradeIDs, a.openingKeys = append(a.tradeIDs, b.tradeIDs...), append(a.openingKeys, b.openingKeys...)
 	a.through = b.through
 	pp.pages += next.pages
@@ -132,9 +130,11 @@ func (pp *PreparedPage) mergeable(next *PreparedPage) bool {
 // opening's key of b is in a: one lookup per identity of b in each page of a
 // (the pages' own sets, kept from checkDecoded).
 func sharesIdentity(a, b *pagePrep) bool {
-	for k := range b.orderBy {
-		if a.orderBy[k] != nil {
-			return true
+	for _, m := range b.orderBy {
+		for k := range m {
+			if a.orderBy.get(k) != nil {
+				return true
+			}
 		}
 	}
 	for _, ids := range b.tradeIDs {

@@ -48,7 +48,7 @@ type prepared struct {
 	applied     int           // events of the slice (all with after < seq <= T')
 	trades      []*wire.Trade // the slice's trades, in order
 	orders      []*wire.Order
-	orderBy     map[orderKey]*wire.Order // the PAGE's order versions: in the slice only if seq is in its window (orderOf)
+	orderBy     orderIndex // the PAGE's order versions: in the slice only if seq is in its window (orderOf)
 	openings    map[key]*wire.Opening
 	keys        []key // position keys the slice re-derives (trade legs, openings)
 	seenKey     map[key]bool
@@ -59,7 +59,7 @@ type prepared struct {
 	spans       bool              // its events come from more than one merged page (page_merge.go)
 }
 
-func newSlice(page *source.Page, after int64, digestAfter string, orderBy map[orderKey]*wire.Order) *prepared {
+func newSlice(page *source.Page, after int64, digestAfter string, orderBy orderIndex) *prepared {
 	return &prepared{page: page, after: after, digestAfter: digestAfter, orderBy: orderBy,
 		openings: map[key]*wire.Opening{}, seenKey: map[key]bool{}, seenLock: map[key]bool{}, fills: map[key][]fillRow{}}
 }
@@ -77,7 +77,7 @@ func (p *prepared) lockKey(k key) {
 // the page has at most one event per version (checkDecoded), and the
 // slice's events are exactly the page's with after < seq <= through.
 func (p *prepared) orderOf(k orderKey) *wire.Order {
-	if o := p.orderBy[k]; o != nil && o.Seq > p.after && o.Seq <= p.through {
+	if o := p.orderBy.get(k); o != nil && o.Seq > p.after && o.Seq <= p.through {
 		return o
 	}
 	return nil
@@ -128,10 +128,10 @@ func tsSQL(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 // projection write lock (slice.go).
 type pagePrep struct {
 	page    *source.Page
-	decoded []wire.Event             // the applied events (seq <= through)
-	digests [][sha256.Size]byte      // digests[i]: the chain through event i, raw
-	orderBy map[orderKey]*wire.Order // the applied order versions
-	through int64                    // T': throughSeq, or frozen_seq for a DRAINING run if lower
+	decoded []wire.Event        // the applied events (seq <= through)
+	digests [][sha256.Size]byte // digests[i]: the chain through event i, raw
+	orderBy orderIndex          // the applied order versions
+	through int64               // T': throughSeq, or frozen_seq for a DRAINING run if lower
 	// nums[j] are the amounts of the j-th trade of decoded as the fold
 	// takes them, converted here, beside the commit of the unit before,
 	// rather than between a slice's statements (see tradeNums).
@@ -308,7 +308,7 @@ func prepare(run Run, page *source.Page) (*pagePrep, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pagePrep{page: page, decoded: decoded, digests: digests[:applied], orderBy: ids.orders, nums: numsOf(decoded, len(ids.trades)), through: through,
+	return &pagePrep{page: page, decoded: decoded, digests: digests[:applied], orderBy: orderIndex{ids.orders}, nums: numsOf(decoded, len(ids.trades)), through: through,
 		after: page.AfterSeq, digestAfter: page.DigestAfter,
 		tradeIDs: []map[string]bool{ids.trades}, openingKeys: []map[key]bool{ids.openings}}, nil
 }
@@ -413,6 +413,24 @@ func (pp *pagePrep) nextSlice(n int) *prepared {
 type orderKey struct {
 	id      string
 	version int64
+}
+
+// orderIndex holds a unit's order versions with their events: one map per
+// fetched page, as checkDecoded built it. A merged unit keeps its pages'
+// maps rather than copying them into one (Merge): a copy paid a map insert
+// per order version, and the growth of the map, a sixth of the unit's
+// preparation, on a 2-core machine beside PostgreSQL. A version is in at
+// most one of them (Merge refuses pages that share one).
+type orderIndex []map[orderKey]*wire.Order
+
+// get is the event of version k, nil when no page of the unit holds it.
+func (x orderIndex) get(k orderKey) *wire.Order {
+	for _, m := range x {
+		if o := m[k]; o != nil {
+			return o
+		}
+	}
+	return nil
 }
 
 // decodeAll decodes wire bytes on all cores: decoding is the dominant Go cost
