@@ -493,8 +493,8 @@ type fillRow struct {
 // (position.Num). Converting a decimal reads its big.Int: two dependent
 // memory reads per amount, over a unit's worth of trades decoded a while
 // before, which the applying goroutine paid between a slice's statements
-// while PostgreSQL waited (issue 12, goal 1). prepare converts them instead,
-// where the unit is decoded, beside the commit of the unit before.
+// (issue 12, goal 1). prepare converts them instead, where the unit is
+// decoded, beside the commit of the unit before.
 type tradeNums struct{ qty, price position.Num }
 
 // numsOf converts the amounts of decoded's trades (trades of them), in order.

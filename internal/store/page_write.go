@@ -135,9 +135,11 @@ WHERE o.version < EXCLUDED.version`, w.scope, ws.ids, ws.versions); err != nil {
 // writeStreams are a slice's COPY streams of what checkTrades and
 // checkOrders found missing (trades, order versions, current order rows) and
 // the orders whose current row is to move forward. encodeWrites builds them
-// in a goroutine while derive reads and folds the slice's keys: encoding is
-// a third of the Go work between the slice's statements, which PostgreSQL
-// otherwise waits through (issue 12, goal 1). The goroutine only reads what
+// in a goroutine while derive reads and folds the slice's keys, so that the
+// applying goroutine does not encode between the slice's statements (issue
+// 12, goal 1; docs/performance.md "What left the slice's path": its CPU fell
+// by two thirds, the catch-up's time did not move beyond this machine's
+// noise, most of it being the COPYs themselves). The goroutine only reads what
 // checkTrades and checkOrders left (w.p, w.existing, w.missingOrders,
 // w.orderRows), which nothing changes after them; derive reads
 // w.existing too, and reads do not race.
