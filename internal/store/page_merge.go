@@ -100,7 +100,7 @@ func (pp *PreparedPage) Merge(next *PreparedPage) bool {
 	a.decoded = append(a.decoded, b.decoded...)
 	a.digests = append(a.digests, b.digests...)
 	a.nums = append(a.nums, b.nums...)
-	a.orderBy = append(a.orderBy, b.orderBy...)
+	a.orderBy = a.orderBy.join(b.orderBy)
 	a.tradeIDs, a.openingKeys = append(a.tradeIDs, b.tradeIDs...), append(a.openingKeys, b.openingKeys...)
 	a.through = b.through
 	pp.pages += next.pages

@@ -338,3 +338,39 @@ func repeat(v, n int) []int {
 	}
 	return out
 }
+
+// TestOrderIndex_Join: a unit joined from any number of pages finds every
+// version of every page and none other, and never holds more than
+// maxOrderMaps maps (a lookup reads at most that many).
+func TestOrderIndex_Join(t *testing.T) {
+	page := func(p, n int) orderIndex {
+		m := map[orderKey]*wire.Order{}
+		for i := range n {
+			k := orderKey{fmt.Sprintf("o%d-%d", p, i), int64(i + 1)}
+			m[k] = &wire.Order{OrderID: k.id, Version: k.version}
+		}
+		return orderIndex{m}
+	}
+	for _, pages := range []int{1, maxOrderMaps, maxOrderMaps + 1, 40} {
+		t.Run(fmt.Sprintf("%d pages", pages), func(t *testing.T) {
+			x := page(0, 3)
+			for p := 1; p < pages; p++ {
+				x = x.join(page(p, 3))
+			}
+			if want := min(pages, maxOrderMaps); len(x) != want {
+				t.Fatalf("%d maps, want %d", len(x), want)
+			}
+			for p := range pages {
+				for i := range 3 {
+					k := orderKey{fmt.Sprintf("o%d-%d", p, i), int64(i + 1)}
+					if o := x.get(k); o == nil || o.OrderID != k.id || o.Version != k.version {
+						t.Fatalf("get(%v) = %v", k, o)
+					}
+				}
+			}
+			if o := x.get(orderKey{"o0-0", 2}); o != nil {
+				t.Fatalf("get of a version no page holds = %v", o)
+			}
+		})
+	}
+}

@@ -420,8 +420,31 @@ type orderKey struct {
 // maps rather than copying them into one (Merge): a copy paid a map insert
 // per order version, and the growth of the map, a sixth of the unit's
 // preparation, on a 2-core machine beside PostgreSQL. A version is in at
-// most one of them (Merge refuses pages that share one).
+// most one of them (Merge refuses pages that share one). A unit of many
+// small pages (pageSize down to 1, pagesPerCycle up to 1,000) must not make
+// every lookup read hundreds of maps: past maxOrderMaps, the last map takes
+// in the versions of the pages after it (join), which copies only small
+// pages' versions.
 type orderIndex []map[orderKey]*wire.Order
+
+// maxOrderMaps bounds the maps a lookup in an orderIndex reads.
+const maxOrderMaps = 4
+
+// join appends y's maps to x (join consumes y: x's last map may take in y's
+// versions); see orderIndex.
+func (x orderIndex) join(y orderIndex) orderIndex {
+	for _, m := range y {
+		if len(x) < maxOrderMaps {
+			x = append(x, m)
+			continue
+		}
+		last := x[len(x)-1]
+		for k, o := range m {
+			last[k] = o
+		}
+	}
+	return x
+}
 
 // get is the event of version k, nil when no page of the unit holds it.
 func (x orderIndex) get(k orderKey) *wire.Order {
