@@ -101,7 +101,7 @@ func (pp *PreparedPage) Merge(next *PreparedPage) bool {
 	a.digests = append(a.digests, b.digests...)
 	a.nums = append(a.nums, b.nums...)
 	a.orderBy = a.orderBy.join(b.orderBy)
-	a.tradeIDs, a.openingKeys = append(a.tradeIDs, b.tradeIDs...), append(a.openingKeys, b.openingKeys...)
+	a.tradeIDs, a.openingKeys = a.tradeIDs.join(b.tradeIDs), a.openingKeys.join(b.openingKeys)
 	a.through = b.through
 	pp.pages += next.pages
 	b.cut = 1 // consumed: ApplyPrepared(next) now fails as for an applied page
@@ -127,8 +127,9 @@ func (pp *PreparedPage) mergeable(next *PreparedPage) bool {
 }
 
 // sharesIdentity reports whether a trade id, an order version or an
-// opening's key of b is in a: one lookup per identity of b in each page of a
-// (the pages' own sets, kept from checkDecoded).
+// opening's key of b is in a: one lookup per identity of b in each of a's
+// maps, at most maxUnitMaps of them (unitMaps), so the check of a unit's
+// last page does not grow with the pages before it.
 func sharesIdentity(a, b *pagePrep) bool {
 	for _, m := range b.orderBy {
 		for k := range m {
@@ -139,19 +140,15 @@ func sharesIdentity(a, b *pagePrep) bool {
 	}
 	for _, ids := range b.tradeIDs {
 		for id := range ids {
-			for _, seen := range a.tradeIDs {
-				if seen[id] {
-					return true
-				}
+			if a.tradeIDs.get(id) {
+				return true
 			}
 		}
 	}
 	for _, keys := range b.openingKeys {
 		for k := range keys {
-			for _, seen := range a.openingKeys {
-				if seen[k] {
-					return true
-				}
+			if a.openingKeys.get(k) {
+				return true
 			}
 		}
 	}

@@ -341,7 +341,7 @@ func repeat(v, n int) []int {
 
 // TestOrderIndex_Join: a unit joined from any number of pages finds every
 // version of every page and none other, and never holds more than
-// maxOrderMaps maps (a lookup reads at most that many).
+// maxUnitMaps maps (a lookup reads at most that many).
 func TestOrderIndex_Join(t *testing.T) {
 	page := func(p, n int) orderIndex {
 		m := map[orderKey]*wire.Order{}
@@ -351,13 +351,13 @@ func TestOrderIndex_Join(t *testing.T) {
 		}
 		return orderIndex{m}
 	}
-	for _, pages := range []int{1, maxOrderMaps, maxOrderMaps + 1, 40} {
+	for _, pages := range []int{1, maxUnitMaps, maxUnitMaps + 1, 40} {
 		t.Run(fmt.Sprintf("%d pages", pages), func(t *testing.T) {
 			x := page(0, 3)
 			for p := 1; p < pages; p++ {
 				x = x.join(page(p, 3))
 			}
-			if want := min(pages, maxOrderMaps); len(x) != want {
+			if want := min(pages, maxUnitMaps); len(x) != want {
 				t.Fatalf("%d maps, want %d", len(x), want)
 			}
 			for p := range pages {
@@ -372,5 +372,56 @@ func TestOrderIndex_Join(t *testing.T) {
 				t.Fatalf("get of a version no page holds = %v", o)
 			}
 		})
+	}
+}
+
+// TestSharesIdentity_ManyPages: a unit joined from many pages (the pages of
+// a small pageSize) still finds a trade id, an order version or an opening's
+// key of any of its pages in the next page, the pages past maxUnitMaps
+// included, and nothing that no page holds; the unit never keeps more than
+// maxUnitMaps maps of each (the check of the next page reads at most that
+// many).
+func TestSharesIdentity_ManyPages(t *testing.T) {
+	page := func(p int) *pagePrep {
+		return &pagePrep{
+			orderBy:     orderIndex{{orderKey{fmt.Sprintf("o%d", p), 1}: &wire.Order{}}},
+			tradeIDs:    unitMaps[string, bool]{{fmt.Sprintf("t%d", p): true}},
+			openingKeys: unitMaps[key, bool]{{key{fmt.Sprintf("a%d", p), "X"}: true}},
+		}
+	}
+	const pages = 40
+	unit := page(0)
+	for p := 1; p < pages; p++ {
+		unit.orderBy = unit.orderBy.join(page(p).orderBy)
+		unit.tradeIDs = unit.tradeIDs.join(page(p).tradeIDs)
+		unit.openingKeys = unit.openingKeys.join(page(p).openingKeys)
+	}
+	if len(unit.orderBy) > maxUnitMaps || len(unit.tradeIDs) > maxUnitMaps || len(unit.openingKeys) > maxUnitMaps {
+		t.Fatalf("unit keeps %d, %d, %d maps, at most %d", len(unit.orderBy), len(unit.tradeIDs), len(unit.openingKeys), maxUnitMaps)
+	}
+	fresh := func() *pagePrep {
+		return &pagePrep{
+			orderBy:     orderIndex{{orderKey{"o-new", 1}: &wire.Order{}}},
+			tradeIDs:    unitMaps[string, bool]{{"t-new": true}},
+			openingKeys: unitMaps[key, bool]{{key{"a-new", "X"}: true}},
+		}
+	}
+	if sharesIdentity(unit, fresh()) {
+		t.Fatal("a page with identities no page of the unit holds shares one")
+	}
+	for _, p := range []int{0, 2, maxUnitMaps, pages - 1} {
+		for name, next := range map[string]func(*pagePrep){
+			"trade id":      func(n *pagePrep) { n.tradeIDs[0][fmt.Sprintf("t%d", p)] = true },
+			"order version": func(n *pagePrep) { n.orderBy[0][orderKey{fmt.Sprintf("o%d", p), 1}] = &wire.Order{} },
+			"opening key":   func(n *pagePrep) { n.openingKeys[0][key{fmt.Sprintf("a%d", p), "X"}] = true },
+		} {
+			t.Run(fmt.Sprintf("%s of page %d", name, p), func(t *testing.T) {
+				n := fresh()
+				next(n)
+				if !sharesIdentity(unit, n) {
+					t.Fatalf("the %s of page %d is not found in the unit", name, p)
+				}
+			})
+		}
 	}
 }

@@ -151,8 +151,8 @@ type pagePrep struct {
 	// tradeIDs and openingKeys hold, per fetched page of the unit, its
 	// trade ids and openings' keys (checkDecoded), which Merge checks the
 	// next page against.
-	tradeIDs    []map[string]bool
-	openingKeys []map[key]bool
+	tradeIDs    unitMaps[string, bool]
+	openingKeys unitMaps[key, bool]
 }
 
 // pageEnd is where a merged page ended: the index in decoded of the next
@@ -310,7 +310,7 @@ func prepare(run Run, page *source.Page) (*pagePrep, error) {
 	}
 	return &pagePrep{page: page, decoded: decoded, digests: digests[:applied], orderBy: orderIndex{ids.orders}, nums: numsOf(decoded, len(ids.trades)), through: through,
 		after: page.AfterSeq, digestAfter: page.DigestAfter,
-		tradeIDs: []map[string]bool{ids.trades}, openingKeys: []map[key]bool{ids.openings}}, nil
+		tradeIDs: unitMaps[string, bool]{ids.trades}, openingKeys: unitMaps[key, bool]{ids.openings}}, nil
 }
 
 // pageIdentities are the page's trade ids, order versions (with their
@@ -415,45 +415,52 @@ type orderKey struct {
 	version int64
 }
 
-// orderIndex holds a unit's order versions with their events: one map per
-// fetched page, as checkDecoded built it. A merged unit keeps its pages'
-// maps rather than copying them into one (Merge): a copy paid a map insert
-// per order version, and the growth of the map, a sixth of the unit's
-// preparation, on a 2-core machine beside PostgreSQL. A version is in at
-// most one of them (Merge refuses pages that share one). A unit of many
-// small pages (pageSize down to 1, pagesPerCycle up to 1,000) must not make
-// every lookup read hundreds of maps: past maxOrderMaps, the last map takes
-// in the versions of the pages after it (join), which copies only small
-// pages' versions.
-type orderIndex []map[orderKey]*wire.Order
+// unitMaps holds one map per fetched page of a unit, as checkDecoded built
+// it: a unit's order versions with their events (orderIndex), its trade ids
+// and its openings' keys (pagePrep.tradeIDs, openingKeys). A merged unit
+// keeps its pages' maps rather than copying them into one (Merge): a copy
+// paid a map insert per entry, and the growth of the map (for the order
+// versions, a sixth of the unit's preparation) on a 2-core machine beside
+// PostgreSQL. A key is in at most one of them (Merge refuses pages that
+// share one). A unit of many small pages (pageSize down to 1, pagesPerCycle
+// up to 1,000) must not make every lookup read hundreds of maps, nor Merge's
+// identity check grow with the square of the unit's pages: past maxUnitMaps,
+// the last map takes in the entries of the pages after it (join), which
+// copies only small pages' entries.
+type unitMaps[K comparable, V any] []map[K]V
 
-// maxOrderMaps bounds the maps a lookup in an orderIndex reads.
-const maxOrderMaps = 4
+// orderIndex is a unit's order versions with their events.
+type orderIndex = unitMaps[orderKey, *wire.Order]
+
+// maxUnitMaps bounds the maps a lookup in unitMaps reads.
+const maxUnitMaps = 4
 
 // join appends y's maps to x (join consumes y: x's last map may take in y's
-// versions); see orderIndex.
-func (x orderIndex) join(y orderIndex) orderIndex {
+// entries); see unitMaps.
+func (x unitMaps[K, V]) join(y unitMaps[K, V]) unitMaps[K, V] {
 	for _, m := range y {
-		if len(x) < maxOrderMaps {
+		if len(x) < maxUnitMaps {
 			x = append(x, m)
 			continue
 		}
 		last := x[len(x)-1]
-		for k, o := range m {
-			last[k] = o
+		for k, v := range m {
+			last[k] = v
 		}
 	}
 	return x
 }
 
-// get is the event of version k, nil when no page of the unit holds it.
-func (x orderIndex) get(k orderKey) *wire.Order {
+// get is k's entry, the zero value (nil, false) when no page of the unit
+// holds it.
+func (x unitMaps[K, V]) get(k K) V {
 	for _, m := range x {
-		if o := m[k]; o != nil {
-			return o
+		if v, ok := m[k]; ok {
+			return v
 		}
 	}
-	return nil
+	var zero V
+	return zero
 }
 
 // decodeAll decodes wire bytes on all cores: decoding is the dominant Go cost
