@@ -137,7 +137,8 @@ func atMost(g float64) func(float64) bool  { return func(v float64) bool { retur
 // figures are the goals of issue 12 (catch-up speed and scale) and issue 14
 // (live writes during a catch-up), in the issues' order.
 var figures = []figure{
-	{"12", "store catch-up from genesis: t(COPY of the rows written) / t(catch-up)", metric("BenchmarkCatchUpFromGenesis", "ratio_to_copy"), "≥ 0.8", atLeast(0.8)},
+	{"12", "store catch-up from genesis: t(fastest of 3 COPYs of the rows written) / t(catch-up)", metric("BenchmarkCatchUpFromGenesis", "ratio_to_copy"), "≥ 0.8", atLeast(0.8)},
+	{"12", "the COPY reference: its slowest of 3 repeats / its fastest", metric("BenchmarkCatchUpFromGenesis", "copy_slowest/fastest"), "", nil},
 	{"12", "store catch-up: bytes allocated per event", metric("BenchmarkCatchUpFromGenesis", "B/event"), "≤ 1024", atMost(1024)},
 	{"12", "store catch-up: allocations per event", metric("BenchmarkCatchUpFromGenesis", "allocs/event"), "≤ 20", atMost(20)},
 	{"12", "store catch-up: events/s", metric("BenchmarkCatchUpFromGenesis", "events/s"), "", nil},

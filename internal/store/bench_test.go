@@ -184,9 +184,11 @@ type applied struct {
 // BenchmarkCatchUpFromGenesis (issue 12, goal 1): catch up N events from
 // genesis into an empty projection, then, in the same run, COPY every row
 // that catch-up wrote (trades, order versions, orders, positions) into the
-// same indexed tables under another scope: the limit of what PostgreSQL can
-// take in. Metrics: events/s; ratio_to_copy = t(COPY of those rows) /
-// t(catch-up) (goal ≥ 0.8); ratio_to_sliced_copy, the same against the COPY
+// same indexed tables under another scope, copyRepeats times, each on a
+// settled cluster: the fastest is the limit of what PostgreSQL can take in.
+// Metrics: events/s; ratio_to_copy = t(fastest COPY of those rows) /
+// t(catch-up) (goal ≥ 0.8); copy_slowest/fastest, how far the repeats of
+// that COPY spread in the run; ratio_to_sliced_copy, the same against the COPY
 // of those rows in as many transactions as the catch-up committed slices,
 // and sliced_copy/copy, what that slicing alone costs the COPY; B/event and
 // allocs/event of this process over the catch-up of N (goal ≤ 1 KB and
@@ -213,7 +215,23 @@ func BenchmarkCatchUpFromGenesis(b *testing.B) {
 		tFull, eFull := full.took, full.events
 		runtime.ReadMemStats(&m1)
 		settle := func() { pgtest.Settle(b, adminDSNOf(b, s)) }
-		tCopy, copied := copyWrittenRows(b, s, "b", "copy", 0, settle)
+		// The reference is the fastest of copyRepeats bulk COPYs: the same
+		// COPY on a settled cluster took 5.9 to 9.9 s within an hour on
+		// this machine, and a slow one would flatter the catch-up
+		// (docs/performance.md "The COPY reference").
+		var tCopy, tSlowest time.Duration
+		var copied int64
+		for k := range copyRepeats {
+			t, n := copyWrittenRows(b, s, "b", "copy-"+strconv.Itoa(k), 0, settle)
+			if k > 0 && n != copied {
+				b.Fatalf("bulk COPY %d took %d rows, the first %d", k, n, copied)
+			}
+			copied = n
+			if k == 0 || t < tCopy {
+				tCopy = t
+			}
+			tSlowest = max(tSlowest, t)
+		}
 		tSliced, copiedSliced := copyWrittenRows(b, s, "b", "copy-sliced", full.slices, settle)
 		if copiedSliced != copied {
 			b.Fatalf("COPY in %d transactions took %d rows, in one per table %d", full.slices, copiedSliced, copied)
@@ -225,14 +243,19 @@ func BenchmarkCatchUpFromGenesis(b *testing.B) {
 		b.ReportMetric(tCopy.Seconds()/tFull.Seconds(), "ratio_to_copy")
 		b.ReportMetric(tSliced.Seconds()/tFull.Seconds(), "ratio_to_sliced_copy")
 		b.ReportMetric(tSliced.Seconds()/tCopy.Seconds(), "sliced_copy/copy")
+		b.ReportMetric(tSlowest.Seconds()/tCopy.Seconds(), "copy_slowest/fastest")
 		b.ReportMetric(float64(full.slices), "slices")
 		b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(eFull), "B/event")
 		b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(eFull), "allocs/event")
 		b.ReportMetric((tFull.Seconds()/float64(eFull))/(tQuarter.Seconds()/float64(eQuarter))*4, "t4N/tN")
-		b.Logf("N/4=%d events in %v; N=%d events in %v (%d slices); COPY of the %d rows written in %v, in as many transactions %v",
-			eQuarter, tQuarter, eFull, tFull, full.slices, copied, tCopy, tSliced)
+		b.Logf("N/4=%d events in %v; N=%d events in %v (%d slices); COPY of the %d rows written in %v (fastest of %d, slowest %v), in as many transactions %v",
+			eQuarter, tQuarter, eFull, tFull, full.slices, copied, tCopy, copyRepeats, tSlowest, tSliced)
 	}
 }
+
+// copyRepeats is how many times the catch-up benchmark COPYs the rows it
+// wrote in one transaction per table; the fastest is the goal's reference.
+const copyRepeats = 3
 
 // writtenTables are the tables a catch-up writes, in the order a slice
 // writes them, with their columns, scope first: what copyWrittenRows copies
