@@ -218,7 +218,7 @@ func BenchmarkCatchUpFromGenesis(b *testing.B) {
 		// The reference is the fastest of copyRepeats bulk COPYs: the same
 		// COPY on a settled cluster took 5.9 to 9.9 s within an hour on
 		// this machine, and a slow one would flatter the catch-up
-		// (docs/performance.md "The COPY reference").
+		// (docs/performance.md "The COPY reference, fastest of three").
 		var tCopy, tSlowest time.Duration
 		var copied int64
 		for k := range copyRepeats {
