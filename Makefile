@@ -7,6 +7,16 @@ HELM_VERSION ?= v3.22.0
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+# Built tools are kept outside the clone (a clean clone has no bin/) and
+# linked into bin/, like the control plane: built once per machine.
+TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/projection-recovery/tools
+# One build variant for everything that is not -race: the image's (static,
+# trimmed). vet, the tests, `make build`, the demo, the binaries the tests
+# build and the image then share every compiled package; with default flags
+# the image compiled every dependency a third time. The -race packages set
+# CGO_ENABLED=1 themselves (the race detector needs cgo).
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
 export KUBEBUILDER_ASSETS ?= $(LOCALBIN)/k8s
 # The version stamped into the binaries (manager --version).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -70,6 +80,11 @@ build: ## Build the manager, the reference member and the kubectl plugin (bin/ku
 	go build -o $(LOCALBIN)/member ./cmd/member
 	go build -o $(LOCALBIN)/kubectl-projection ./cmd/kubectl-projection
 
+.PHONY: build-soak
+build-soak: ## Build test/soak's manager and member under the race detector into bin/soak/ (test/soak takes them when make test runs).
+	CGO_ENABLED=1 go build -race -tags soak -o $(LOCALBIN)/soak/manager ./cmd/manager
+	CGO_ENABLED=1 go build -race -o $(LOCALBIN)/soak/member ./cmd/member
+
 .PHONY: image
 image: ## Build the manager+member image into bin/image/ without a Docker daemon and print its reference (docs/image.md).
 	go run ./hack/image --out $(LOCALBIN)/image --version $(VERSION)
@@ -81,8 +96,11 @@ control-plane: ## Build (once, cached) kube-apiserver, etcd and kubectl from sou
 	hack/control-plane.sh
 
 .PHONY: test
-test: control-plane fmt-check vet tidy-check verify-requirements verify-reconciliation verify-generated chart-check demo-smoke ## Run every test tier against a real kube-apiserver and PostgreSQL.
-	HELM=$(HELM) hack/postgres.sh run -- hack/test.sh ./...  # -race over the concurrent packages (see hack/test.sh); test/chart runs $(HELM)
+test: ## Run every test tier against a real kube-apiserver and PostgreSQL; ends with the time of each phase and test package.
+	HELM=$(HELM) hack/make-test.sh  # the checks, the demo smoke, then hack/test.sh (-race over the concurrent packages); test/chart runs $(HELM)
+
+.PHONY: tools
+tools: $(HELM) $(CONTROLLER_GEN) ## Build (once, cached outside the clone) helm and controller-gen.
 
 .PHONY: bench
 bench: control-plane ## Run the benchmarks once at full size (figures as ratios within one run).
@@ -119,14 +137,10 @@ demo-reconcile: control-plane build ## `make demo`, then a reconciliation walk-t
 ##@ Tools
 
 $(CONTROLLER_GEN):
-	mkdir -p $(LOCALBIN)
-	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
-	mv $(LOCALBIN)/controller-gen $(CONTROLLER_GEN)
+	hack/tool.sh $(TOOLS_CACHE) sigs.k8s.io/controller-tools/cmd/controller-gen $(CONTROLLER_TOOLS_VERSION) $@
 
 $(HELM):
-	mkdir -p $(LOCALBIN)
-	GOBIN=$(LOCALBIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
-	mv $(LOCALBIN)/helm $(HELM)
+	hack/tool.sh $(TOOLS_CACHE) helm.sh/helm/v3/cmd/helm $(HELM_VERSION) $@
 
 .PHONY: help
 help: ## Show this help.

@@ -24,13 +24,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 )
@@ -49,6 +52,11 @@ type ProjectionReconciliationReconciler struct {
 	Recorder  events.EventRecorder
 	// Clock is injected into every age check and plan expiry of the workflow.
 	Clock clock.PassiveClock
+	// QueueClock times the work queue's requeues (a schedule's next dry
+	// run, retries); nil is real time. It must read the same time as Clock:
+	// a requeue that falls due on one clock and is decided on the other
+	// would run early (decided not yet due) or late.
+	QueueClock clock.WithTicker
 	// Connections are this controller's pools and source clients (its own:
 	// it never creates recovery's schema and runs no outbox publisher).
 	Connections *Connections
@@ -253,15 +261,20 @@ func (r *ProjectionReconciliationReconciler) SetupWithManager(mgr ctrl.Manager) 
 	})); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		// Status writes do not re-trigger: spec changes (generation) and the
 		// requeue schedule (retries, spec.schedule) do.
 		// An annotation change (kubectl annotate ...requested-at) asks for an
 		// evaluation now: a due schedule runs, nothing else changes.
 		For(&recoveryv1.ProjectionReconciliation{}, builder.WithPredicates(
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Named("projectionreconciliation").
-		Complete(r)
+		Named("projectionreconciliation")
+	if qc := r.QueueClock; qc != nil {
+		b = b.WithOptions(controller.Options{NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+			return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: name, Clock: qc})
+		}})
+	}
+	return b.Complete(r)
 }
 
 // nowTime is the injected clock as a status time.

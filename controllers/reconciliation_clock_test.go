@@ -19,10 +19,19 @@ package controllers
 import (
 	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
-// shiftedClock is the real clock plus an offset a test sets (plan expiry).
-type shiftedClock struct{ offset atomic.Int64 }
+// shiftedClock is the real clock plus an offset a test sets (plan expiry,
+// a schedule falling due). Its timers are real: as the reconciliation
+// controller's QueueClock, a requeue whose time the offset has passed is
+// taken at the work queue's next check (at most 10 s), without waiting out
+// the real delay.
+type shiftedClock struct {
+	clock.RealClock
+	offset atomic.Int64
+}
 
 func (c *shiftedClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *shiftedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }

@@ -417,9 +417,10 @@ func waitScheduled(t *testing.T, ns, name, what string, cond func(*recoveryv1.Pr
 // its first dry run on the CURRENT scope is clean; an edit of its interval
 // and an approval slipped into it are reverted, a deletion is undone; a
 // drift introduced later is found by the next scheduled run on its own
-// timer (no spec change, no poke: real time), which raises the DriftFound
-// Warning event and the projection_reconciliation_drift_findings gauge, and
-// applies nothing; the flag turned off removes the object and its series.
+// timer (no spec change, no poke: its requeue, on the controller's clock),
+// which raises the DriftFound Warning event and the
+// projection_reconciliation_drift_findings gauge, and applies nothing; the
+// flag turned off removes the object and its series.
 func TestEnvtest_ScheduleReportsDriftAsEventAndMetric(t *testing.T) {
 	withoutApprovalPolicy(t) // the edit below slips an approval in as the admin, to see it reverted
 	ns := newNamespace(t)
@@ -477,6 +478,11 @@ func TestEnvtest_ScheduleReportsDriftAsEventAndMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := o.Status.LastRunAt
+	// The interval passes on the controller's clock, which also times its
+	// work queue: the requeue the last run scheduled falls due at the
+	// queue's next check, with no spec change and no poke.
+	reconClock.shift(time.Minute)
+	defer reconClock.shift(0)
 	o = waitScheduled(t, ns, name, "the next scheduled run reporting the drift", func(o *recoveryv1.ProjectionReconciliation) bool {
 		return o.Status.LastRunAt != nil && o.Status.LastRunAt.After(last.Time) && o.Status.Report != nil && o.Status.Report.Findings > 0
 	})

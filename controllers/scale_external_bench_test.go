@@ -22,10 +22,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,35 +45,14 @@ type externalManager struct {
 	pprof   string // http://addr/debug/pprof
 }
 
-// builds holds one build per command of cmd/ (a *binaryBuild by name).
-var builds sync.Map
-
-type binaryBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// binary builds cmd/<name> once per test binary into the git-ignored bin/
-// of the repository, as bench-<name>.
+// binary is cmd/<name> built from this tree once per test binary
+// (testenv.Binary: make's build when make test runs, else the same flags).
 func binary(t testing.TB, name string) string {
-	v, _ := builds.LoadOrStore(name, &binaryBuild{})
-	b := v.(*binaryBuild)
-	b.once.Do(func() {
-		root, err := testenv.RepoRoot()
-		if err != nil {
-			b.err = err
-			return
-		}
-		b.path = filepath.Join(root, "bin", "bench-"+name)
-		if out, err := exec.Command("go", "build", "-o", b.path, filepath.Join(root, "cmd", name)).CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
+	p, err := testenv.Binary(name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return b.path
+	return p
 }
 
 // startExternalManager runs the manager with auto-recovery on, watching

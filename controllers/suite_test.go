@@ -212,6 +212,7 @@ func startManagerOn(cfg *rest.Config, owner string, sel labels.Selector, autoRec
 			APIReader:   mgr.GetAPIReader(),
 			Recorder:    mgr.GetEventRecorder("projection-reconciliation"),
 			Clock:       reconClock,
+			QueueClock:  reconClock,
 			Connections: &Connections{},
 			Metrics:     NewReconciliationMetrics(prometheus.NewRegistry()),
 		}

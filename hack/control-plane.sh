@@ -62,10 +62,12 @@ GO
       ld="${ld} -X ${p}.gitVersion=v${K8S_VERSION} -X ${p}.gitMajor=${major} -X ${p}.gitMinor=${minor} -X ${p}.gitTreeState=clean"
     done
     mkdir -p "${cache}"
-    go build -trimpath -ldflags "${ld}" -o "${cache}/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-    go build -trimpath -ldflags "${ld}" -o "${cache}/kubectl.tmp" k8s.io/kubernetes/cmd/kubectl
-    mv "${cache}/kube-apiserver.tmp" "${cache}/kube-apiserver"
-    mv "${cache}/kubectl.tmp" "${cache}/kubectl"
+    # One go build for both: their shared packages compile once, on both cores.
+    mkdir -p "${work}/out"
+    CGO_ENABLED=0 go build -trimpath -ldflags "${ld}" -o "${work}/out/" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+    mv "${work}/out/kube-apiserver" "${cache}/kube-apiserver"
+    mv "${work}/out/kubectl" "${cache}/kubectl"
   )
 }
 
@@ -87,7 +89,7 @@ GO
     go mod edit -require="go.etcd.io/etcd/server/v3@v${ETCD_VERSION}"
     go mod tidy >/dev/null 2>&1 || go mod tidy
     mkdir -p "${cache}"
-    go build -trimpath -ldflags "-s -w" -o "${cache}/etcd.tmp" go.etcd.io/etcd/server/v3
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${cache}/etcd.tmp" go.etcd.io/etcd/server/v3
     mv "${cache}/etcd.tmp" "${cache}/etcd"
   )
 }

@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,13 +67,11 @@ func TestChart_ManagerAsItsServiceAccount(t *testing.T) {
 	cl.namespace(t, sys, nsA, nsB)
 
 	// The manager, built now from this tree (in parallel with the install).
-	bin := filepath.Join(t.TempDir(), "manager")
+	var bin string
 	built := make(chan error, 1)
 	go func() {
-		out, err := exec.Command("go", "build", "-o", bin, filepath.Join(repoRoot(t), "cmd", "manager")).CombinedOutput()
-		if err != nil {
-			err = &buildError{err: err, out: string(out)}
-		}
+		var err error
+		bin, err = testenv.Binary("manager")
 		built <- err
 	}()
 
@@ -346,13 +343,6 @@ func scrape(ctx context.Context, t *testing.T, addr, token string) int {
 	t.Fatalf("the metrics endpoint %s never answered: %v", addr, lastErr)
 	return 0
 }
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return "go build ./cmd/manager: " + e.err.Error() + "\n" + e.out }
 
 func grepLines(s, sub string) string {
 	var out []string

@@ -179,6 +179,14 @@ func (e *Env) build() error {
 	}
 	out := filepath.Join(root, "bin", "soak")
 	e.ManagerBin, e.MemberBin = filepath.Join(out, "manager"), filepath.Join(out, "member")
+	if dir := os.Getenv(testenv.BinDirEnv); dir != "" {
+		// make test built them moments ago with the flags below (make build-soak).
+		m, b := filepath.Join(dir, "soak", "manager"), filepath.Join(dir, "soak", "member")
+		if isFile(m) && isFile(b) {
+			e.ManagerBin, e.MemberBin = m, b
+			return nil
+		}
+	}
 	// -race: a data race in the managers or the member fails the soak
 	// (their logs are scanned after every batch); -tags soak: the manager
 	// honours PROJECTION_SOAK_CLOCK (cmd/manager/clock_soak.go).
@@ -188,11 +196,17 @@ func (e *Env) build() error {
 	} {
 		cmd := exec.Command("go", b...)
 		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1") // -race needs cgo, whatever make exported
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go %v: %w\n%s", b, err, out)
 		}
 	}
 	return nil
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 func (e *Env) createDatabase(ctx context.Context) error {
