@@ -376,6 +376,8 @@ func newSharedClient(spec *recoveryv1.SourceSpec, sec resolvedSecrets, serverNam
 		}
 		tr.TLSClientConfig = tc
 	}
+	// No CheckRedirect here: source.NewClient installs its own on every
+	// client, so a 3xx is refused and the token never follows a Location.
 	cl, err := source.NewClient(source.ClientConfig{BaseURL: spec.URL, Token: sec.token, Timeout: spec.EffectiveRequestTimeout(),
 		HTTPClient: &http.Client{Transport: tr}})
 	if err != nil {

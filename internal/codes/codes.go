@@ -110,7 +110,8 @@ const (
 	// UnprovenInitialBalance: a touched key's opening is not proven.
 	UnprovenInitialBalance Code = "UNPROVEN_INITIAL_BALANCE"
 	// SourceRefused: the member refused the page (409 MISSING_GENESIS,
-	// DISCONTINUITY, ARCHIVE_BEHIND_BOUNDARY, EXCEEDS_PAGE; 4xx).
+	// DISCONTINUITY, ARCHIVE_BEHIND_BOUNDARY, EXCEEDS_PAGE; 4xx), or
+	// answered a redirect, which the client never follows (REDIRECT_REFUSED).
 	SourceRefused Code = "SOURCE_REFUSED"
 	// SourceVerification: the source client refused a page that failed verification.
 	SourceVerification Code = "SOURCE_VERIFICATION"

@@ -41,7 +41,9 @@ type ClientConfig struct {
 	TLS          *tls.Config   // used when HTTPClient is nil
 	MaxBodyBytes int64         // bound on a response body; default DefaultMaxBodyBytes
 	Timeout      time.Duration // per-request deadline on top of ctx; default DefaultTimeout
-	HTTPClient   *http.Client  // optional; overrides TLS
+	// HTTPClient is optional and overrides TLS. NewClient uses a copy of it
+	// whose CheckRedirect refuses every redirect (see refuseRedirect).
+	HTTPClient *http.Client
 }
 
 // Defaults of ClientConfig.
@@ -80,13 +82,44 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		tr.TLSClientConfig = cfg.TLS
 		c.hc = &http.Client{Transport: tr}
 	}
+	// Every client this package uses refuses redirects, whoever built it: a
+	// copy, so the caller's client keeps its own policy.
+	hc := *c.hc
+	hc.CheckRedirect = refuseRedirect
+	c.hc = &hc
 	return c, nil
+}
+
+// CodeRedirectRefused is the Code of the *RefusalError for a 3xx answer. The
+// client sets it, not the member: the v1 contract answers 200, 4xx or 5xx.
+const CodeRedirectRefused = "REDIRECT_REFUSED"
+
+// refuseRedirect is the CheckRedirect of every source client: it never
+// follows a redirect and hands the 3xx back to Fetch, which refuses it
+// (http.ErrUseLastResponse). The contract has no redirects, and Go's default
+// policy re-sends Authorization to the same host even from https to http:
+// following a Location would put the bearer token and the request wherever
+// the answer (or whoever rewrote it) says.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// redirectRefusal is the refusal of a 3xx, naming where it pointed
+// (userinfo redacted, truncated) so an operator can fix the source URL.
+func redirectRefusal(resp *http.Response) *RefusalError {
+	where := "no Location"
+	if loc, err := resp.Location(); err == nil {
+		where = "Location " + strconv.Quote(truncate(loc.Redacted()))
+	} else if raw := resp.Header.Get("Location"); raw != "" {
+		where = "unparsable Location " + strconv.Quote(truncate(raw))
+	}
+	return &RefusalError{Status: resp.StatusCode, Code: CodeRedirectRefused,
+		Message: fmt.Sprintf("%s (%s) not followed: the v1 source contract has no redirects; point the source URL at the member itself", resp.Status, where)}
 }
 
 // Fetch asks for the page after (afterSeq, afterDigest) and verifies
 // everything visible in it before returning it (see VerifyPage). Errors are
-// *RefusalError, *VerificationError, *UnavailableError, or a plain error for
-// invalid arguments.
+// *RefusalError (a 3xx too: CodeRedirectRefused, never followed),
+// *VerificationError, *UnavailableError, or a plain error for invalid
+// arguments.
 func (c *Client) Fetch(ctx context.Context, afterSeq int64, afterDigest, expectDescriptor string, maxEvents int) (*Page, error) {
 	if err := checkRequest(afterSeq, afterDigest, expectDescriptor, maxEvents); err != nil {
 		return nil, err
@@ -147,6 +180,8 @@ func (c *Client) Fetch(ctx context.Context, afterSeq int64, afterDigest, expectD
 			rb = RefusalBody{Code: "HTTP_" + strconv.Itoa(resp.StatusCode), Message: errorMessage(body, resp.Status)}
 		}
 		return nil, &RefusalError{Status: resp.StatusCode, Code: rb.Code, Message: rb.Message, BoundarySeq: rb.BoundarySeq}
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return nil, redirectRefusal(resp)
 	default:
 		return nil, &VerificationError{Code: VerifyMalformedPage, Detail: "unexpected HTTP status " + resp.Status}
 	}

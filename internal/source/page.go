@@ -96,7 +96,8 @@ type RefusalBody struct {
 // RefusalError is a definite answer from the member that it will not serve
 // the page: a 409 with one of the Code* refusal codes, or another 4xx
 // (400 BAD_REQUEST, 401 UNAUTHORIZED, 404 ...), with Code from the body or
-// "HTTP_<status>" when the body carries none.
+// "HTTP_<status>" when the body carries none; or a 3xx, which the client
+// never follows (CodeRedirectRefused).
 type RefusalError struct {
 	Status      int
 	Code        string
@@ -165,7 +166,8 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 //     catches up. An operator who wants to alarm on it can check the code.
 //   - every other refusal (EXCEEDS_PAGE needs a bigger page, MISSING_GENESIS,
 //     DISCONTINUITY, ARCHIVE_BEHIND_BOUNDARY need the archive repaired; 400,
-//     401 need configuration) and every *VerificationError: no.
+//     401 need configuration; a refused redirect needs the source URL
+//     fixed) and every *VerificationError: no.
 func IsTransient(err error) bool {
 	var ue *UnavailableError
 	if errors.As(err, &ue) {
