@@ -46,6 +46,8 @@ var approvalManifests = []string{
 	"config/rbac/reconciliation_approver_role.yaml",
 	"config/admission/approval_policy.yaml",
 	"config/admission/approval_policy_binding.yaml",
+	"config/admission/secret_reference_policy.yaml",
+	"config/admission/secret_reference_policy_binding.yaml",
 }
 
 // TestEnvtest_ApprovalOnlyTheAPIServerGrants: an approval (or a rollback

@@ -37,7 +37,6 @@ import (
 
 // act runs the one action decideReconciliation chose.
 func (r *ProjectionReconciliationReconciler) act(ctx context.Context, s *reconScope) error {
-	s.decision = decideReconciliation(&s.obj.Spec, &s.obj.Status, s.obj.Generation, s.now)
 	switch s.decision.action {
 	case reconDryRun:
 		return r.dryRun(ctx, s)
@@ -78,12 +77,12 @@ func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *re
 		Store:      st,
 		ReadPool:   read.Pool(),
 		Source:     cl,
-		Permission: &sarPermission{c: r.Client, namespace: ns, name: name, approver: approver, groups: groups},
+		Permission: &sarPermission{c: r.Client, namespace: ns, name: name, approver: approver, groups: groups, serviceAccounts: r.ApproverServiceAccounts},
 		Clock:      r.Clock.Now,
 		StaleAfter: staleAfter,
 		// trigger_cycle asks the recovery controller for a cycle now.
 		TriggerCycle: func(ctx context.Context, _ string) error { return r.touchRecovery(ctx, s, "") },
-		Log:          logf.FromContext(ctx).WithName("reconciliation"),
+		Log:          redactingLogger(logf.FromContext(ctx).WithName("reconciliation"), s.redact), // its errors can echo a DSN
 	})
 	return wf, st, err
 }
@@ -112,6 +111,7 @@ func (r *ProjectionReconciliationReconciler) dryRun(ctx context.Context, s *reco
 	}
 	st.Report = reportSummary(d.Report)
 	st.Plan = planSummary(d.Plan, d.Rehearsal.WouldSucceed())
+	st.Plan.Binding = s.binding
 	if !d.Rehearsal.WouldSucceed() {
 		why := d.Rehearsal.Reason
 		for _, a := range d.Rehearsal.Actions {
@@ -119,7 +119,7 @@ func (r *ProjectionReconciliationReconciler) dryRun(ctx context.Context, s *reco
 				why = a.ActionID + ": " + a.Error
 			}
 		}
-		logf.FromContext(ctx).Info("the plan's rehearsal would not succeed", "plan", d.Plan.PlanID, "why", redact(why, s.secrets))
+		logf.FromContext(ctx).Info("the plan's rehearsal would not succeed", "plan", d.Plan.PlanID, "why", s.redact(why))
 	}
 	r.Metrics.observeReport(s.obj, s.recovery.Spec.Scope, d.Report)
 	return nil
@@ -136,14 +136,18 @@ func (r *ProjectionReconciliationReconciler) apply(ctx context.Context, s *recon
 		out.Result, out.Message = resultRefused, "spec.repairDsnSecretRef is required to apply: without it the resource reports and plans only"
 		return nil
 	}
+	if res, msg, err := r.guardApproval(ctx, s, ap.Approver, ap.Binding); err != nil || res != "" {
+		out.Result, out.Message = res, msg
+		return err
+	}
 	wf, st, err := r.workflow(ctx, s, ap.Approver, ap.ApproverGroups)
 	if err != nil {
-		out.Result, out.Message = string(recon.ResultSnapshotUnavailable), truncate(redact(err.Error(), s.secrets))
+		out.Result, out.Message = string(recon.ResultSnapshotUnavailable), err.Error() // computeStatus redacts and bounds every message
 		return nil
 	}
 	plan, err := storedPlan(ctx, st, s.recovery.Spec.Scope, s.obj.Status.Plan.PlanID)
 	if err != nil {
-		out.Result, out.Message = resultRefused, truncate(err.Error())
+		out.Result, out.Message = resultRefused, err.Error()
 		return nil
 	}
 	o, err := wf.Apply(ctx, plan, recon.ApplyOptions{Principal: ap.Approver, Confirm: ap.PlanID, Only: ap.Only,
@@ -156,7 +160,9 @@ func (r *ProjectionReconciliationReconciler) apply(ctx context.Context, s *recon
 }
 
 // rollback reverts the apply spec.rollback names, from its audit trail
-// (cross-checked against the journal), under the scope's lease.
+// (cross-checked against the journal), under the scope's lease: at most
+// spec.rollback.maxActions actions (blast_radius_exceeded), and only from
+// rows the repair role wrote (records_untrusted).
 func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *reconScope) error {
 	rb := s.obj.Spec.Rollback
 	out := &recoveryv1.OutcomeSummary{Operation: opRollback, CorrelationID: rb.CorrelationID, Approver: rb.Approver, At: nowTime(s.now)}
@@ -168,17 +174,21 @@ func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *re
 		out.Result, out.Message = resultRefused, "spec.repairDsnSecretRef is required to roll back"
 		return nil
 	}
+	if res, msg, err := r.guardApproval(ctx, s, rb.Approver, rb.Binding); err != nil || res != "" {
+		out.Result, out.Message = res, msg
+		return err
+	}
 	wf, _, err := r.workflow(ctx, s, rb.Approver, rb.ApproverGroups)
 	if err != nil {
-		out.Result, out.Message = string(recon.ResultSnapshotUnavailable), truncate(redact(err.Error(), s.secrets))
+		out.Result, out.Message = string(recon.ResultSnapshotUnavailable), err.Error() // computeStatus redacts and bounds every message
 		return nil
 	}
 	// Bound to this resource's scope: spec.rollback may name a run status
 	// never showed (a manager killed mid-apply), so the id is a user's.
-	ro, err := wf.RollbackRun(ctx, s.recovery.Spec.Scope, rb.CorrelationID, rb.Approver)
+	ro, err := wf.RollbackRun(ctx, s.recovery.Spec.Scope, rb.CorrelationID, rb.Approver, int(rb.MaxActions))
 	out.Result = resultOK
 	if err != nil {
-		out.Result, out.Message = string(recon.CodeOf(err)), truncate(err.Error())
+		out.Result, out.Message = string(recon.CodeOf(err)), err.Error()
 	}
 	if ro != nil {
 		if out.PlanID == "" {
@@ -186,10 +196,10 @@ func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *re
 		}
 		out.RolledBack, out.RollbackFailed = int32(len(ro.RolledBack)), int32(len(ro.RollbackFailed))
 		if ro.Code != "" {
-			out.Result, out.Message = string(ro.Code), truncate(ro.Detail)
+			out.Result, out.Message = string(ro.Code), ro.Detail
 		}
 		if ro.WithdrawnThrough > 0 {
-			out.Message = truncate(strings.TrimSpace(withdrawnMessage(ro.WithdrawnThrough) + " " + out.Message))
+			out.Message = strings.TrimSpace(withdrawnMessage(ro.WithdrawnThrough) + " " + out.Message)
 		}
 	}
 	if out.Result == resultOK {
@@ -278,10 +288,14 @@ type sarPermission struct {
 	namespace, name string
 	approver        string
 	groups          []string
+	// serviceAccounts are the service accounts the operator lists; any
+	// other is refused (checked before the apply too; here again so no
+	// path skips it).
+	serviceAccounts []string
 }
 
 func (p *sarPermission) Allowed(ctx context.Context, principal string) (bool, error) {
-	if principal == "" || principal != p.approver {
+	if principal == "" || principal != p.approver || !serviceAccountMayApprove(p.serviceAccounts, principal) {
 		return false, nil
 	}
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{

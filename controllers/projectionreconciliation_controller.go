@@ -52,6 +52,10 @@ type ProjectionReconciliationReconciler struct {
 	Recorder  events.EventRecorder
 	// Clock is injected into every age check and plan expiry of the workflow.
 	Clock clock.PassiveClock
+	// ApproverServiceAccounts lists the service accounts (namespace:name)
+	// whose approvals and rollbacks are executed; any other service
+	// account is refused whatever its RBAC allows.
+	ApproverServiceAccounts []string
 	// QueueClock times the work queue's requeues (a schedule's next dry
 	// run, retries); nil is real time. It must read the same time as Clock:
 	// a requeue that falls due on one clock and is decided on the other
@@ -73,6 +77,8 @@ type reconScope struct {
 	// spec has no repairDsnSecretRef: report and plan only).
 	repairDSN string
 	decision  reconDecision
+	// binding is approvalBinding as read before the Secrets were resolved.
+	binding string
 	// stallReason/stallMessage: a missing reference, only a human fixes it.
 	stallReason, stallMessage string
 	// runError is why the last dry run failed (condition message).
@@ -111,8 +117,9 @@ func (r *ProjectionReconciliationReconciler) Reconcile(ctx context.Context, req 
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	s := &reconScope{obj: obj, now: r.Clock.Now()}
+	s.decision = decideReconciliation(&obj.Spec, &obj.Status, obj.Generation, s.now)
 	before := obj.DeepCopy()
-	for _, p := range []func(context.Context, *reconScope) error{r.confirmLive, r.resolveRecovery, r.resolveSecrets, r.act} {
+	for _, p := range []func(context.Context, *reconScope) error{r.confirmLive, r.resolveRecovery, r.bind, r.resolveSecrets, r.act} {
 		if err := p(ctx, s); err != nil {
 			return ctrl.Result{}, err // not evaluated: status untouched, rate-limited retry
 		}
@@ -167,7 +174,7 @@ func (r *ProjectionReconciliationReconciler) Reconcile(ctx context.Context, req 
 // workflow's guards (confirmation, SubjectAccessReview, plan expiry) still
 // run. Dry runs and idle reconciles never pay this read.
 func (r *ProjectionReconciliationReconciler) confirmLive(ctx context.Context, s *reconScope) error {
-	d := decideReconciliation(&s.obj.Spec, &s.obj.Status, s.obj.Generation, s.now)
+	d := s.decision
 	if d.action != reconApply && d.action != reconRollback {
 		return nil
 	}
@@ -195,6 +202,18 @@ func (r *ProjectionReconciliationReconciler) resolveRecovery(ctx context.Context
 	}
 	s.recovery = rec
 	return nil
+}
+
+// bind records what a plan made now, or an approval executed now, is bound
+// to (approvalBinding). It reads before resolveSecrets, so a Secret
+// rewritten in between shows as a change rather than passing unseen.
+func (r *ProjectionReconciliationReconciler) bind(ctx context.Context, s *reconScope) error {
+	if s.decision.action == reconNothing {
+		return nil
+	}
+	var err error
+	s.binding, err = approvalBinding(ctx, r.APIReader, s.obj, s.recovery)
+	return err
 }
 
 // resolveSecrets resolves the recovery's Secrets exactly as the recovery

@@ -23,6 +23,7 @@ import (
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/reconstore"
 )
 
 // reconAction is what one reconcile of a ProjectionReconciliation does.
@@ -175,10 +176,15 @@ func until(now time.Time, at *metav1.Time, d time.Duration) time.Duration {
 func needsHuman(result string) bool {
 	switch recon.ResultCode(result) {
 	case recon.ResultRepairDenied, recon.ResultPlanExpired, recon.ResultPlanStale, recon.ResultConfirmationNeeded,
-		recon.ResultPlanTampered, recon.ResultBlastRadius, recon.ResultNothingSelected, recon.ResultRepairFailed, recon.ResultHandlerMissing:
+		recon.ResultPlanTampered, recon.ResultBlastRadius, recon.ResultNothingSelected, recon.ResultRepairFailed, recon.ResultHandlerMissing,
+		reconstore.ResultRecordsUntrusted:
 		return true
 	}
-	return result == resultRefused
+	switch result {
+	case resultRefused, resultPolicyMissing, resultUnbound:
+		return true
+	}
+	return false
 }
 
 // resultRefused is the outcome of an apply or rollback the controller could
@@ -195,7 +201,25 @@ const (
 	ReasonRolledBack       = "RolledBack"
 	ReasonRefused          = "Refused"
 	ReasonRecoveryNotFound = "RecoveryNotFound"
+	// ReasonApprovalPolicyMissing: an apply or rollback refused because the
+	// approval admission policy or its Deny binding is not installed as
+	// shipped (approval_policy_missing).
+	ReasonApprovalPolicyMissing = "ApprovalPolicyMissing"
+	// ReasonApprovalUnbound: an apply or rollback refused because what its
+	// approval was given for has changed since (approval_unbound).
+	ReasonApprovalUnbound = "ApprovalUnbound"
 )
+
+// refusalReason is the Stalled reason of a refusal only a human can clear.
+func refusalReason(result string) string {
+	switch result {
+	case resultPolicyMissing:
+		return ReasonApprovalPolicyMissing
+	case resultUnbound:
+		return ReasonApprovalUnbound
+	}
+	return ReasonRefused
+}
 
 // reconConditions is the kstatus triple of a status (pure). Ready: the last
 // report (refreshed after every repair) is clean and without findings.
@@ -209,7 +233,7 @@ func reconConditions(spec *recoveryv1.ProjectionReconciliationSpec, st *recovery
 		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, stallReason, stallMessage}
 	}
 	if o := st.Outcome; o != nil && o.Result != resultOK && needsHuman(o.Result) && stillRequested(spec, o) {
-		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, ReasonRefused, o.Operation + " " + o.Result + ": " + o.Message}
+		return conditionSet{metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, refusalReason(o.Result), o.Operation + " " + o.Result + ": " + o.Message}
 	}
 	switch st.RunState {
 	case recoveryv1.RunFailed, recoveryv1.RunCancelled:

@@ -229,15 +229,14 @@ func (r *ProjectionReconciliationScheduler) Reconcile(ctx context.Context, req c
 	return ctrl.Result{}, nil
 }
 
+// event records an Event on the recovery (recordEvent). A nil related
+// stays a nil interface: a typed nil pointer would not.
 func (r *ProjectionReconciliationScheduler) event(rec *recoveryv1.ProjectionRecovery, related *recoveryv1.ProjectionReconciliation, typ, reason, action, note string) {
-	if r.Recorder == nil {
-		return
-	}
 	var rel client.Object
 	if related != nil {
 		rel = related
 	}
-	r.Recorder.Eventf(rec, rel, typ, reason, action, "%s", note)
+	recordEvent(r.Recorder, rec, rel, typ, reason, action, note)
 }
 
 // SetupWithManager registers the scheduler. It watches the ProjectionRecoveries

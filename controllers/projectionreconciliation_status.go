@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -49,16 +50,30 @@ const (
 	maxStatusString = 128
 )
 
-// computeStatus folds the reconcile into obj.Status (in memory only).
+// computeStatus folds the reconcile into obj.Status (in memory only). It
+// is the one place this reconcile's messages are finalised: whichever path
+// set the outcome's message (a workflow error, a guard, a refusal's
+// detail), the report's cause lines and the conditions are redacted of
+// every secret the object references (the repair DSN included), then
+// bounded. Paths set messages raw: bounding first could cut a secret in two
+// and leave a half that redaction no longer recognises.
 func (r *ProjectionReconciliationReconciler) computeStatus(s *reconScope) {
 	obj := s.obj
 	st := &obj.Status
 	st.ObservedGeneration = obj.Generation
+	if o := st.Outcome; o != nil {
+		o.Message = truncate(s.redact(o.Message))
+	}
+	if rep := st.Report; rep != nil {
+		for i := range rep.Top {
+			rep.Top[i].Cause = truncateTo(s.redact(rep.Top[i].Cause), maxCauseLength)
+		}
+	}
 	set := reconConditions(&obj.Spec, st, s.stallReason, s.stallMessage)
 	if set.reason == ReasonRunFailed && s.runError != "" {
 		set.message = "the last dry run failed; retrying: " + s.runError
 	}
-	set.message = truncate(redact(set.message, s.secrets))
+	set.message = truncate(s.redact(set.message))
 	applyConditions(&st.Conditions, set, obj.Generation, metav1.NewTime(s.now.Truncate(time.Second)))
 }
 
@@ -137,7 +152,7 @@ func (r *ProjectionReconciliationReconciler) publish(s *reconScope, before *reco
 	if r.Recorder == nil {
 		return
 	}
-	obj, st := s.obj, &s.obj.Status
+	st := &s.obj.Status
 	if o := st.Outcome; o != nil && !equality.Semantic.DeepEqual(before.Status.Outcome, o) {
 		typ, reason := corev1.EventTypeNormal, ReasonRepaired
 		if o.Operation == opRollback {
@@ -146,8 +161,8 @@ func (r *ProjectionReconciliationReconciler) publish(s *reconScope, before *reco
 		if o.Result != resultOK {
 			typ, reason = corev1.EventTypeWarning, ReasonRefused
 		}
-		r.Recorder.Eventf(obj, s.recovery, typ, reason, o.Operation, "%s %s (correlation %s, applied %d, rolled back %d, verified %d, still drifting %d): %s",
-			o.Operation, o.Result, o.CorrelationID, o.Applied, o.RolledBack, o.Verified, o.StillDrifting, o.Message)
+		r.event(s, s.recovery, typ, reason, o.Operation, fmt.Sprintf("%s %s (correlation %s, applied %d, rolled back %d, verified %d, still drifting %d): %s",
+			o.Operation, o.Result, o.CorrelationID, o.Applied, o.RolledBack, o.Verified, o.StillDrifting, o.Message))
 	}
 	if rep := st.Report; rep != nil && rep.Findings > 0 && s.decision.action != reconNothing && st.RunState == recoveryv1.RunReported {
 		cause := ""
@@ -158,11 +173,18 @@ func (r *ProjectionReconciliationReconciler) publish(s *reconScope, before *reco
 		if st.Plan != nil {
 			plan = st.Plan.PlanID
 		}
-		r.Recorder.Eventf(obj, s.recovery, corev1.EventTypeWarning, ReasonDrift, "DryRun", "%d finding(s), clean=%t, plan %s; first: %s", rep.Findings, rep.Clean, plan, cause)
+		r.event(s, s.recovery, corev1.EventTypeWarning, ReasonDrift, "DryRun", fmt.Sprintf("%d finding(s), clean=%t, plan %s; first: %s", rep.Findings, rep.Clean, plan, cause))
 	}
 	if s.stallReason != "" && !stalledFor(before, s.stallReason) {
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, s.stallReason, "Resolve", "%s", s.stallMessage)
+		r.event(s, nil, corev1.EventTypeWarning, s.stallReason, "Resolve", s.stallMessage)
 	}
+}
+
+// event records an Event about s's object through recordEvent, its note
+// redacted of every secret s references: no note of this controller can
+// skip the redaction or the API's bound.
+func (r *ProjectionReconciliationReconciler) event(s *reconScope, related runtime.Object, typ, reason, action, note string) {
+	recordEvent(r.Recorder, s.obj, related, typ, reason, action, note, s.referencedSecrets()...)
 }
 
 func stalledFor(obj *recoveryv1.ProjectionReconciliation, reason string) bool {
@@ -231,16 +253,17 @@ func planSummary(p *recon.Plan, wouldSucceed bool) *recoveryv1.PlanSummary {
 }
 
 // fillApplyOutcome folds the workflow's outcome into the status summary.
+// The message is left raw: computeStatus redacts, then bounds it.
 func fillApplyOutcome(out *recoveryv1.OutcomeSummary, o *recon.Outcome, err error) {
 	out.Result = resultOK
 	if err != nil {
-		out.Result, out.Message = string(recon.CodeOf(err)), truncate(err.Error())
+		out.Result, out.Message = string(recon.CodeOf(err)), err.Error()
 	}
 	if o == nil {
 		return
 	}
 	if o.Code != "" {
-		out.Result, out.Message = string(o.Code), truncate(o.Detail)
+		out.Result, out.Message = string(o.Code), o.Detail
 	}
 	out.CorrelationID = o.CorrelationID
 	out.Applied, out.RolledBack, out.RollbackFailed = int32(len(o.Applied)), int32(len(o.RolledBack)), int32(len(o.RollbackFailed))

@@ -61,16 +61,15 @@ func withdrawnEvent(prevVerified int64, st *recoveryv1.ProjectionRecoveryStatus,
 	return note, true
 }
 
+// emitTransition records the events of a status change. Their notes are
+// built from status, whose message computeStatus redacted already; a
+// failing state's "BLOCKED: " prefix can still take a full-length message
+// past what the API accepts, which recordEvent bounds.
 func (r *ProjectionRecoveryReconciler) emitTransition(obj *recoveryv1.ProjectionRecovery, prev *recoveryv1.ProjectionRecoveryStatus) {
-	if r.Recorder == nil {
-		return
-	}
-	// Notes are passed as arguments, never as the format string: a message
-	// may contain '%'.
 	if note, ok := withdrawnEvent(prev.VerifiedThroughSeq, &obj.Status, obj.Annotations[recoveryv1.AnnotationReconciledBy]); ok {
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, recoveryv1.ReasonVerificationWithdrawn, "Reconcile", "%s", note)
+		recordEvent(r.Recorder, obj, nil, corev1.EventTypeWarning, recoveryv1.ReasonVerificationWithdrawn, "Reconcile", note)
 	}
 	if typ, reason, note, ok := transitionEvent(prev.State, prev.Reason, &obj.Status); ok {
-		r.Recorder.Eventf(obj, nil, typ, reason, "Reconcile", "%s", note)
+		recordEvent(r.Recorder, obj, nil, typ, reason, "Reconcile", note)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -214,15 +215,36 @@ func (r *ProjectionRecoveryReconciler) publish(ctx context.Context, before, afte
 	r.emitTransition(after, prev)
 }
 
-// redact removes credentials from a message: the DSN, its password, the
-// token. Errors from drivers may echo parts of a connection string; status,
+// redact removes credentials from a message: every DSN in secs (a
+// recovery's, a reconciliation's repair DSN), its password, the token.
+// Errors from drivers may echo parts of a connection string; status,
 // events and logs must never carry them.
+//
+// Secrets are replaced longest first: a shorter one replaced inside a
+// longer one (one DSN's password inside the other DSN) would break the
+// longer one's match and leave the rest of it in place.
 //
 // Secrets shorter than minRedactable are left alone: replacing every "a" or
 // "db" would make any message unreadable, and a credential that short is not
 // protected by redaction anyway.
-func redact(msg string, sec resolvedSecrets) string {
-	for _, secret := range secretsIn(sec) {
+func redact(msg string, secs ...resolvedSecrets) string {
+	if msg == "" {
+		return msg
+	}
+	if len(secs) == 1 {
+		return replaceSecrets(msg, secretsIn(secs[0]))
+	}
+	var all []string
+	for _, sec := range secs {
+		all = append(all, secretsIn(sec)...)
+	}
+	sort.SliceStable(all, func(i, j int) bool { return len(all[i]) > len(all[j]) })
+	return replaceSecrets(msg, all)
+}
+
+// replaceSecrets replaces each secret of a longest-first list.
+func replaceSecrets(msg string, secrets []string) string {
+	for _, secret := range secrets {
 		if len(secret) >= minRedactable {
 			msg = strings.ReplaceAll(msg, secret, "[redacted]")
 		}
@@ -284,6 +306,7 @@ func computeSecretsIn(sec resolvedSecrets) []string {
 	if cfg, err := pgconn.ParseConfig(sec.dsn); err == nil && cfg.Password != "" {
 		out = append(out, cfg.Password, url.QueryEscape(cfg.Password), url.PathEscape(cfg.Password))
 	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out
 }
 

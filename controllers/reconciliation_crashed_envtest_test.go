@@ -84,13 +84,11 @@ func rollbackWithdrewTheVerification(t *testing.T, f *fixture, ns, recovery stri
 // the recovery's verification of the orphan's window
 // (rollbackWithdrewTheVerification).
 func TestReconcile_ACrashedApplyIsRolledBackByItsRunID(t *testing.T) {
-	withoutApprovalPolicy(t)
+	installApprovalManifests(t)
 	ns := newNamespace(t)
 	f, pr, o := reportedOrphanPlan(t, ns, "recon-crashed", "crashed")
 	planID := o.Status.Plan.PlanID
-	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
-		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: planID, Approver: "alice", MaxActions: 10}
-	})
+	specAs(t, "alice", nil, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) { s.Approval = approvalOf(o, "alice", nil) })
 	applied := waitRecon(t, ns, pr.Name, "the apply's success", func(o *recoveryv1.ProjectionReconciliation) bool {
 		return o.Status.Outcome != nil && o.Status.Outcome.Operation == opApply && o.Status.Outcome.Result == resultOK
 	})
@@ -112,9 +110,9 @@ func TestReconcile_ACrashedApplyIsRolledBackByItsRunID(t *testing.T) {
 		return err == nil, err
 	})
 
-	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+	specAs(t, "alice", nil, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
 		s.Approval = nil
-		s.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: crashed, Approver: "alice"}
+		s.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: crashed, Binding: applied.Status.Plan.Binding, Approver: "alice", ApproverGroups: personGroups}
 	})
 	// A refusal while the recovery worker holds the lease (it catches up
 	// after the apply) is transient and retried (reconRetry).

@@ -50,7 +50,8 @@ var bg = context.Background()
 func grantApprove(t *testing.T, ns, user string) {
 	t.Helper()
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "approver"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{recoveryv1.GroupVersion.Group}, Resources: []string{"projectionreconciliations"}, Verbs: []string{recoveryv1.ApproveVerb}}}}
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{recoveryv1.GroupVersion.Group}, Resources: []string{"projectionreconciliations"},
+			Verbs: []string{recoveryv1.ApproveVerb, "get", "update", "patch"}}}}
 	if err := k8sClient.Create(bg, role); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,8 @@ func waitRecon(t *testing.T, ns, name, what string, cond func(*recoveryv1.Projec
 	return got
 }
 
-// setSpec mutates the spec as the admin (the envtest admin may set approvals).
+// setSpec mutates the spec as the envtest admin: for changes that are no
+// approval act (an approval or rollback is written as its approver: specAs).
 func setSpec(t *testing.T, ns, name string, mut func(*recoveryv1.ProjectionReconciliationSpec)) {
 	t.Helper()
 	o := getRecon(t, ns, name)
@@ -137,14 +139,14 @@ SELECT scope, 'orphan-1', 1000000, $2, instrument, price, quantity, buy_order_id
 // PostgreSQL with the documented roles, a reference member): an orphan
 // trade BLOCKs the scope (ORPHAN_TRADE); a ProjectionReconciliation reports
 // the invariant and its cause with a plan; an approval with a wrong planId
-// is refused confirmation_required, one by a user without the approve verb
-// repair_denied (SubjectAccessReview, fail closed), one on an expired plan
-// (injected clock) plan_expired, each writing nothing; the right approval
-// by an allowed user applies, verifies, re-triggers the recovery, which
+// is refused confirmation_required, one on an expired plan (injected clock)
+// plan_expired, each writing nothing (approvers the controller refuses are
+// approval_guard_envtest_test.go's); the right approval by an approver,
+// written through the admission policy, applies, verifies, re-triggers the recovery, which
 // goes CURRENT with every SQL key equal to the independent replay and names
 // the reconciliation in its status; a scheduled dry run never applies.
 func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
-	withoutApprovalPolicy(t)
+	installApprovalManifests(t)
 	ns := newNamespace(t)
 	f, pr, o := reportedOrphanPlan(t, ns, "recon-orphan", "orphan")
 	rep, plan := o.Status.Report, o.Status.Plan
@@ -164,37 +166,29 @@ func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
 	}
 
 	// A wrong planId: confirmation_required, nothing applied.
-	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
-		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: "not-the-plan", Approver: "alice"}
+	specAs(t, "alice", nil, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+		s.Approval = approvalOf(o, "alice", nil)
+		s.Approval.PlanID = "not-the-plan"
 	})
-	waitRecon(t, ns, pr.Name, "confirmation_required", outcomeIs(opApply, string(recon.ResultConfirmationNeeded), "not-the-plan"))
+	o = waitRecon(t, ns, pr.Name, "confirmation_required", outcomeIs(opApply, string(recon.ResultConfirmationNeeded), "not-the-plan"))
+	if c := meta.FindStatusCondition(o.Status.Conditions, recoveryv1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("Stalled = %+v, want True after confirmation_required", c)
+	}
 	if tradeCount(t, f, "orphan-1") != 1 {
 		t.Fatal("a refused approval touched the orphan trade")
 	}
 
-	// An approver without the approve verb: repair_denied (SubjectAccessReview).
-	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
-		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: plan.PlanID, Approver: "mallory"}
-	})
-	o = waitRecon(t, ns, pr.Name, "repair_denied", outcomeIs(opApply, string(recon.ResultRepairDenied), plan.PlanID))
-	if c := meta.FindStatusCondition(o.Status.Conditions, recoveryv1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue {
-		t.Fatalf("Stalled = %+v, want True after repair_denied", c)
-	}
-	if tradeCount(t, f, "orphan-1") != 1 {
-		t.Fatal("a denied approval touched the orphan trade")
-	}
-
 	// The plan expired (the controller's clock is 16 minutes on): plan_expired.
 	reconClock.shift(16 * time.Minute)
-	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) { s.Approval.Approver = "alice" })
+	specAs(t, "alice", nil, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) { s.Approval.PlanID = plan.PlanID })
 	waitRecon(t, ns, pr.Name, "plan_expired", outcomeIs(opApply, string(recon.ResultPlanExpired), plan.PlanID))
 	reconClock.shift(0)
 	if tradeCount(t, f, "orphan-1") != 1 {
 		t.Fatal("an expired plan touched the orphan trade")
 	}
 
-	// The right approval by an allowed user, within the plan's lifetime.
-	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) { s.Approval.MaxActions = 10 })
+	// The right approval by an approver, within the plan's lifetime.
+	specAs(t, "alice", nil, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) { s.Approval.MaxActions = 9 })
 	o = waitRecon(t, ns, pr.Name, "apply ok", outcomeIs(opApply, "ok", plan.PlanID))
 	oc := o.Status.Outcome
 	if oc.Applied != 1 || !oc.VerificationRan || oc.Verified == 0 || oc.StillDrifting != 0 || oc.CorrelationID == "" || oc.Approver != "alice" {
@@ -221,7 +215,7 @@ func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
 	// A schedule only ever dry-runs: drift again, no approval, the
 	// schedule's interval elapses (clock on) → a fresh report and plan,
 	// lastRunAt moves, nothing applied.
-	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+	specAs(t, "alice", nil, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
 		s.Approval = nil
 		s.Schedule = &recoveryv1.ReconciliationSchedule{Interval: metav1.Duration{Duration: time.Minute}}
 	})
@@ -298,6 +292,7 @@ func updateSpecAs(t *testing.T, c client.Client, ns, name string, mut func(*reco
 // acts, and nothing is applied: the orphan trade is still in trades, the
 // journal is empty, no audit record says applied.
 func TestEnvtest_ReconciliationRefusesTamperedPlan(t *testing.T) {
+	installApprovalManifests(t)
 	ns := newNamespace(t)
 	grantApprove(t, ns, "alice")
 	f, rec := orphanBlockedScope(t, ns, "recon-tamper", "tamper")
@@ -327,7 +322,7 @@ func TestEnvtest_ReconciliationRefusesTamperedPlan(t *testing.T) {
 	// lets only her write an approval in her name).
 	grantEditReconciliations(t, ns, "alice")
 	updateSpecAs(t, approvalClientAs(t, "alice"), ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
-		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: plan.PlanID, Approver: "alice",
+		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: plan.PlanID, Binding: plan.Binding, Approver: "alice",
 			ApproverGroups: []string{"system:authenticated"}, MaxActions: 10}
 	})
 	o = waitRecon(t, ns, pr.Name, "an outcome for the approval", func(o *recoveryv1.ProjectionReconciliation) bool {

@@ -141,16 +141,14 @@ func TestReconcile_WithdrawnApprovalIsNeverExecutedFromTheCache(t *testing.T) {
 // once, the journal holds one apply, and status ends with the success and
 // its clean report, never the loser's refusal (outcomeSuperseded).
 func TestReconcile_TwoManagersExecuteOneApprovalOnce(t *testing.T) {
-	withoutApprovalPolicy(t)
+	installApprovalManifests(t)
 	ns := newNamespace(t)
 	f, pr, o := reportedOrphanPlan(t, ns, "recon-twice", "twice")
 	second := &ProjectionReconciliationReconciler{Client: k8sClient, APIReader: k8sClient,
 		Clock: reconClock, Connections: &Connections{}, Metrics: NewReconciliationMetrics(prometheus.NewRegistry())}
 	t.Cleanup(second.Connections.Close)
 
-	setSpec(t, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) {
-		s.Approval = &recoveryv1.ReconciliationApproval{PlanID: o.Status.Plan.PlanID, Approver: "alice", MaxActions: 10}
-	})
+	specAs(t, "alice", nil, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) { s.Approval = approvalOf(o, "alice", nil) })
 	res, err := second.Reconcile(bg, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pr)})
 	if err != nil {
 		t.Fatalf("the second manager's reconcile: %v", err)

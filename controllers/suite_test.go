@@ -208,13 +208,15 @@ func startManagerOn(cfg *rest.Config, owner string, sel labels.Selector, autoRec
 		// The reconciliation controller runs on the suite manager only, on
 		// the injectable clock (plan expiry tests shift it).
 		suiteRecon = &ProjectionReconciliationReconciler{
-			Client:      mgr.GetClient(),
-			APIReader:   mgr.GetAPIReader(),
-			Recorder:    mgr.GetEventRecorder("projection-reconciliation"),
-			Clock:       reconClock,
-			QueueClock:  reconClock,
-			Connections: &Connections{},
-			Metrics:     NewReconciliationMetrics(prometheus.NewRegistry()),
+			Client:     mgr.GetClient(),
+			APIReader:  mgr.GetAPIReader(),
+			Recorder:   mgr.GetEventRecorder("projection-reconciliation"),
+			Clock:      reconClock,
+			QueueClock: reconClock,
+			// One listed service account (approval_guard_envtest_test.go).
+			ApproverServiceAccounts: []string{listedServiceAccount},
+			Connections:             &Connections{},
+			Metrics:                 NewReconciliationMetrics(prometheus.NewRegistry()),
 		}
 		if err := suiteRecon.SetupWithManager(mgr); err != nil {
 			return nil, nil, err

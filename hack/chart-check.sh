@@ -48,6 +48,16 @@ grep -q 'coordination.k8s.io' <<<"$(awk '/^kind: ClusterRole$/,/^---/' <<<"${le}
 ns="$("${helm}" template ci "${chart}" "${kv[@]}" --set 'watchNamespaces={ns-a}')"
 grep -q -- '- secrets' <<<"$(awk '/^kind: ClusterRole$/,/^---/' <<<"${ns}")" && { echo "chart-check: watchNamespaces set, yet a ClusterRole grants Secrets" >&2; exit 1; }
 grep -q -- '--watch-namespace=ns-a' <<<"${ns}" || { echo "chart-check: watchNamespaces does not reach --watch-namespace" >&2; exit 1; }
+# metrics.secure puts the completeness endpoint (every watched namespace's
+# scopes) behind the API server's authorization too: its own ClusterRole
+# grants get on its path, and the scraper's metrics-reader does not.
+doc() { awk -v name="$2" 'BEGIN { RS = "\n---" } $0 ~ ("\n  name: " name "\n") { print }' <<<"$1"; }
+sec="$("${helm}" template ci "${chart}" "${kv[@]}" --set metrics.secure=true)"
+reader="$(doc "${sec}" ci-projection-recovery-completeness-reader)"
+grep -q '^kind: ClusterRole$' <<<"${reader}" && grep -qF -- '- nonResourceURLs: ["/v2/projection-completeness"]' <<<"${reader}" && grep -qF 'verbs: ["get"]' <<<"${reader}" ||
+  { echo "chart-check: metrics.secure renders no ClusterRole ci-projection-recovery-completeness-reader granting get on /v2/projection-completeness" >&2; exit 1; }
+grep -qF '/v2/projection-completeness' <<<"$(doc "${sec}" ci-projection-recovery-metrics-reader)" &&
+  { echo "chart-check: the metrics-reader ClusterRole grants the completeness endpoint; a scraper must not read scope names" >&2; exit 1; }
 cmp -s "$(dirname "$0")/../internal/store/sql/base.sql" "${chart}/files/base.sql" || { echo "chart-check: ${chart}/files/base.sql differs from internal/store/sql/base.sql: cp internal/store/sql/base.sql charts/projection-recovery/files/" >&2; exit 1; }
 grep -q -- '--enable-auto-recovery=false' <<<"${default}" || { echo "chart-check: default values do not render --enable-auto-recovery=false" >&2; exit 1; }
 grep -q -- '--enable-auto-recovery=true' <<<"${profile}" || { echo "chart-check: the auto-recovery-local profile does not enable auto-recovery" >&2; exit 1; }
@@ -58,13 +68,16 @@ grep -q 'kind: ProjectionRecovery$' <<<"${default}" && { echo "chart-check: defa
 [[ -f "${chart}/crds/recovery.projection.io_projectionrecoveries.yaml" ]] || { echo "chart-check: the chart has no CRD" >&2; exit 1; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
 for f in config/rbac/projection_view_role.yaml config/rbac/projection_edit_role.yaml config/rbac/reconciliation_approver_role.yaml \
-  config/admission/approval_policy.yaml config/admission/approval_policy_binding.yaml; do
+  config/admission/approval_policy.yaml config/admission/approval_policy_binding.yaml \
+  config/admission/secret_reference_policy.yaml config/admission/secret_reference_policy_binding.yaml; do
   cmp -s "${root}/${f}" "${chart}/files/$(basename "${f}")" || { echo "chart-check: ${chart}/files/$(basename "${f}") differs from ${f}: cp ${f} charts/projection-recovery/files/" >&2; exit 1; }
 done
 for want in 'kind: ValidatingAdmissionPolicy$' 'kind: ValidatingAdmissionPolicyBinding$' "check('approve').allowed()" \
-  'name: projection-reconciliation-approval$' 'name: projection-reconciliation-approver$' 'name: projection-recovery-view$' 'name: projection-recovery-edit$'; do
+  'name: projection-reconciliation-approval$' 'name: projection-reconciliation-approver$' 'name: projection-recovery-view$' 'name: projection-recovery-edit$' \
+  'name: projection-recovery-secret-references$'; do
   grep -q -- "${want}" <<<"${default}" || { echo "chart-check: default values do not render ${want}" >&2; exit 1; }
 done
 # The binding must deny (not only warn or audit).
-[[ "$(grep -A1 'validationActions:' <<<"${default}")" == *"- Deny"* ]] || { echo "chart-check: the approval policy binding does not Deny" >&2; exit 1; }
-echo "chart-check: chart lints, renders every switch and the profile, refuses bad values, keeps auto-recovery off by default, scopes leader-election and Secret rights, and ships the approval policy and roles"
+[[ "$(grep -c -A1 'validationActions:' <<<"${default}")" -ge 2 && "$(grep -A1 'validationActions:' <<<"${default}" | grep -c -- '- Deny')" -ge 2 ]] ||
+  { echo "chart-check: the approval and Secret-reference policy bindings do not both Deny" >&2; exit 1; }
+echo "chart-check: chart lints, renders every switch and the profile, refuses bad values, keeps auto-recovery off by default, scopes leader-election and Secret rights, gives the completeness endpoint its own reader role, and ships the approval and Secret-reference policies and roles"

@@ -86,6 +86,15 @@ type ReconciliationApproval struct {
 	// +kubebuilder:validation:MaxLength=128
 	PlanID string `json:"planId"`
 
+	// Binding echoes status.plan.binding: the versions of the referenced
+	// ProjectionRecovery's spec and of every Secret the repair reads that
+	// the plan was made under. A change to any of them (a new source URL,
+	// token, CA or DSN, a rewritten repair Secret) withdraws the approval:
+	// the apply is refused (approval_unbound) until someone approves again.
+	// +optional
+	// +kubebuilder:validation:MaxLength=80
+	Binding string `json:"binding,omitempty"`
+
 	// Approver is the Kubernetes user approving; the admission policy requires
 	// it to equal the user making the change.
 	// +required
@@ -132,6 +141,12 @@ type ReconciliationRollback struct {
 	// +kubebuilder:validation:MaxLength=128
 	CorrelationID string `json:"correlationId"`
 
+	// Binding echoes status.plan.binding, bound like an approval's: a
+	// change to the referenced objects since withdraws the request.
+	// +optional
+	// +kubebuilder:validation:MaxLength=80
+	Binding string `json:"binding,omitempty"`
+
 	// Approver is the Kubernetes user asking; bound like an approval's.
 	// +required
 	// +kubebuilder:validation:MinLength=1
@@ -144,6 +159,15 @@ type ReconciliationRollback struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=253
 	ApproverGroups []string `json:"approverGroups,omitempty"`
+
+	// MaxActions is the rollback's blast radius, as an approval's: a run
+	// with more actions to revert is refused (blast_radius_exceeded) and
+	// nothing is reverted.
+	// +optional
+	// +kubebuilder:default=50
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxActions int32 `json:"maxActions,omitempty"`
 }
 
 // ProjectionReconciliationSpec is a request to reconcile one scope's SQL
@@ -244,6 +268,13 @@ type PlanSummary struct {
 	Manual int32 `json:"manual"`
 	// WouldSucceed is the rehearsal's verdict: every action ran in a rolled-back transaction.
 	WouldSucceed bool `json:"wouldSucceed"`
+	// Binding identifies what the plan was made under: the referenced
+	// ProjectionRecovery (uid, generation) and every Secret the repair
+	// reads (uid, resourceVersion), hashed. An approval or rollback echoes
+	// it; it holds no secret material.
+	// +optional
+	// +kubebuilder:validation:MaxLength=80
+	Binding string `json:"binding,omitempty"`
 }
 
 // OutcomeSummary is the last apply or rollback.

@@ -69,7 +69,8 @@ func confirm(in io.Reader, out io.Writer, prompt, want, what string) error {
 		return refused("no confirmation typed: nothing %s", what)
 	}
 	if got := strings.TrimSpace(line); got != want {
-		return refused("typed %q, which is not %q: nothing %s", got, want, what)
+		// want is the object's (esc, as the plan showed it); got was typed here.
+		return refused("typed %q, which is not \"%s\": nothing %s", got, esc(want), what)
 	}
 	return nil
 }
@@ -87,7 +88,7 @@ func (o *options) patchSpec(ctx context.Context, orig, changed *recoveryv1.Proje
 	patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
 	if err := c.Patch(ctx, changed, patch); err != nil {
 		if apierrors.IsConflict(err) {
-			return fmt.Errorf("ProjectionReconciliation %s changed since it was shown (new plan or outcome?): nothing %s; run the command again", orig.Name, what)
+			return fmt.Errorf("ProjectionReconciliation %s changed since it was shown (new plan or outcome?): nothing %s; run the command again", esc(orig.Name), what)
 		}
 		return fmt.Errorf("the API server refused: %w", err)
 	}
@@ -161,25 +162,25 @@ func (ao *approveOptions) run(ctx context.Context, name string) error {
 	}
 	if ao.planID != "" {
 		if ao.planID != plan.PlanID {
-			return refused("--plan-id %q is not the current plan %q: nothing approved (see 'kubectl projection plan %s')", ao.planID, plan.PlanID, name)
+			return refused("--plan-id %q is not the current plan \"%s\": nothing approved (see 'kubectl projection plan %s')", ao.planID, esc(plan.PlanID), esc(name))
 		}
-	} else if err := confirm(ao.streams.In, out, fmt.Sprintf("Type the planId to approve it as %s: ", user), plan.PlanID, "approved"); err != nil {
+	} else if err := confirm(ao.streams.In, out, fmt.Sprintf("Type the planId to approve it as %s: ", esc(user)), plan.PlanID, "approved"); err != nil {
 		return err
 	}
 	changed := r.DeepCopy()
 	changed.Spec.Approval = &recoveryv1.ReconciliationApproval{
-		PlanID: plan.PlanID, Approver: user, ApproverGroups: groups, Only: ao.only,
+		PlanID: plan.PlanID, Binding: plan.Binding, Approver: user, ApproverGroups: groups, Only: ao.only,
 		AllowIrreversible: ao.allowIrreversible, MaxActions: ao.maxActions,
 	}
 	if r.Spec.Rollback != nil {
 		// approval and rollback cannot coexist (CEL rule): approving replaces it.
-		fmt.Fprintf(out, "Replacing the rollback request of %s.\n", r.Spec.Rollback.CorrelationID)
+		fmt.Fprintf(out, "Replacing the rollback request of %s.\n", esc(r.Spec.Rollback.CorrelationID))
 		changed.Spec.Rollback = nil
 	}
 	if err := ao.patchSpec(ctx, r, changed, "approved"); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Approved plan %s as %s. The controller applies it; follow with 'kubectl get projectionreconciliation %s -w'.\n", plan.PlanID, user, name)
+	fmt.Fprintf(out, "Approved plan %s as %s. The controller applies it; follow with 'kubectl get projectionreconciliation %s -w'.\n", esc(plan.PlanID), esc(user), esc(name))
 	return nil
 }
 
@@ -191,7 +192,7 @@ func checkOnly(only []string, p *recoveryv1.PlanSummary) error {
 	}
 	for _, id := range only {
 		if !slices.Contains(p.ActionIDs, id) {
-			return refused("--only %q is not an action of plan %s: nothing approved", id, p.PlanID)
+			return refused("--only %q is not an action of plan %s: nothing approved", id, esc(p.PlanID))
 		}
 	}
 	return nil
@@ -243,13 +244,13 @@ func rollbackable(r *recoveryv1.ProjectionReconciliation) error {
 	oc := r.Status.Outcome
 	switch {
 	case oc == nil:
-		return refused("ProjectionReconciliation %s has applied nothing: nothing to roll back", r.Name)
+		return refused("ProjectionReconciliation %s has applied nothing: nothing to roll back", esc(r.Name))
 	case oc.Operation != "apply":
-		return refused("the last operation of %s is a %s (result %s), not an apply: nothing to roll back", r.Name, oc.Operation, oc.Result)
+		return refused("the last operation of %s is a %s (result %s), not an apply: nothing to roll back", esc(r.Name), esc(oc.Operation), esc(oc.Result))
 	case oc.Result != "ok":
-		return refused("the last apply of %s did not succeed (result %s): nothing to roll back", r.Name, oc.Result)
+		return refused("the last apply of %s did not succeed (result %s): nothing to roll back", esc(r.Name), esc(oc.Result))
 	case oc.CorrelationID == "":
-		return refused("the last apply of %s has no correlation id: nothing to roll back", r.Name)
+		return refused("the last apply of %s has no correlation id: nothing to roll back", esc(r.Name))
 	}
 	return nil
 }
@@ -271,26 +272,30 @@ func (ro *rollbackOptions) run(ctx context.Context, name string) error {
 		}
 		corr = oc.CorrelationID
 		fmt.Fprintf(out, "ProjectionReconciliation %s/%s: last apply %s by %s, %d action%s applied, %d verified, %d still drifting\n",
-			r.Namespace, r.Name, corr, orDash(oc.Approver), oc.Applied, plural(int64(oc.Applied)), oc.Verified, oc.StillDrifting)
+			esc(r.Namespace), esc(r.Name), esc(corr), esc(orDash(oc.Approver)), oc.Applied, plural(int64(oc.Applied)), oc.Verified, oc.StillDrifting)
 	} else {
 		fmt.Fprintf(out, "ProjectionReconciliation %s/%s: run %s is not in status; the controller reverts what it still has applied in this scope, as its audit trail and journal record it\n",
-			r.Namespace, r.Name, corr)
+			esc(r.Namespace), esc(r.Name), esc(corr))
 	}
 	fmt.Fprintln(out, "A rollback puts the drift back. What it puts back inside the window the recovery has verified withdraws that verification: the scope re-verifies from genesis and refuses again what the source contradicts.")
 	if !ro.yes {
-		if err := confirm(ro.streams.In, out, fmt.Sprintf("Type the correlation id to roll it back as %s: ", user), corr, "requested"); err != nil {
+		if err := confirm(ro.streams.In, out, fmt.Sprintf("Type the correlation id to roll it back as %s: ", esc(user)), corr, "requested"); err != nil {
 			return err
 		}
 	}
 	changed := r.DeepCopy()
-	changed.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: corr, Approver: user, ApproverGroups: groups}
+	var binding string
+	if p := r.Status.Plan; p != nil {
+		binding = p.Binding // what status shows now: the rollback is refused if it changes before it runs
+	}
+	changed.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: corr, Binding: binding, Approver: user, ApproverGroups: groups}
 	if r.Spec.Approval != nil {
-		fmt.Fprintf(out, "Replacing the approval of plan %s.\n", r.Spec.Approval.PlanID)
+		fmt.Fprintf(out, "Replacing the approval of plan %s.\n", esc(r.Spec.Approval.PlanID))
 		changed.Spec.Approval = nil
 	}
 	if err := ro.patchSpec(ctx, r, changed, "requested"); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Rollback of %s requested as %s.\n", corr, user)
+	fmt.Fprintf(out, "Rollback of %s requested as %s.\n", esc(corr), esc(user))
 	return nil
 }

@@ -222,6 +222,7 @@ func driftStatus(expires time.Time) recoveryv1.ProjectionReconciliationStatus {
 		Plan: &recoveryv1.PlanSummary{
 			PlanID: "plan-7f3a", Fingerprint: "sha256:ab12", Expires: &exp, Actions: 2,
 			ActionIDs: []string{"insert-trade:t-17", "rederive-position:acct-9"}, Manual: 0, WouldSucceed: true,
+			Binding: "sha256:0b1d",
 		},
 		Outcome: &recoveryv1.OutcomeSummary{Operation: "apply", Result: "ok", Applied: 2, Verified: 2, VerificationRan: true, CorrelationID: "corr-91", Approver: "carol", At: &last},
 	}
@@ -351,8 +352,8 @@ func TestEnvtest_PluginApproveAndRollback(t *testing.T) {
 		t.Fatalf("approve exit %d, want 0", r.code)
 	}
 	got := getRecon(t, ctx, ns, "recon-a").Spec.Approval
-	if got == nil || got.PlanID != "plan-8000" || got.Approver != user || got.MaxActions != 5 {
-		t.Fatalf("spec.approval = %+v, want planId plan-8000, approver %s (the SelfSubjectReview user), maxActions 5", got, user)
+	if got == nil || got.PlanID != "plan-8000" || got.Approver != user || got.MaxActions != 5 || got.Binding != "sha256:0b1d" {
+		t.Fatalf("spec.approval = %+v, want planId plan-8000, the plan's binding sha256:0b1d, approver %s (the SelfSubjectReview user), maxActions 5", got, user)
 	}
 
 	// --plan-id for scripts.
@@ -368,8 +369,8 @@ func TestEnvtest_PluginApproveAndRollback(t *testing.T) {
 		t.Fatalf("rollback --yes exit %d, want 0", r.code)
 	}
 	spec := getRecon(t, ctx, ns, "recon-a").Spec
-	if spec.Rollback == nil || spec.Rollback.CorrelationID != "corr-91" || spec.Rollback.Approver != user || spec.Approval != nil {
-		t.Fatalf("spec after rollback: rollback %+v approval %+v; want rollback {corr-91, %s} and no approval", spec.Rollback, spec.Approval, user)
+	if spec.Rollback == nil || spec.Rollback.CorrelationID != "corr-91" || spec.Rollback.Approver != user || spec.Rollback.Binding != "sha256:0b1d" || spec.Approval != nil {
+		t.Fatalf("spec after rollback: rollback %+v approval %+v; want rollback {corr-91, sha256:0b1d, %s} and no approval", spec.Rollback, spec.Approval, user)
 	}
 
 	// rollback --run names a run status does not show (a crashed apply a

@@ -101,11 +101,11 @@ func (ro *recheckOptions) run(ctx context.Context, name string) error {
 	}
 	out := ro.streams.Out
 	if r.Spec.Suspend {
-		fmt.Fprintf(ro.streams.ErrOut, "warning: %s/%s is suspended (spec.suspend): no cycle runs until it is resumed\n", ns, name)
+		fmt.Fprintf(ro.streams.ErrOut, "warning: %s/%s is suspended (spec.suspend): no cycle runs until it is resumed\n", esc(ns), esc(name))
 	}
 	if !ro.wait {
 		fmt.Fprintf(out, "Requested a cycle of %s/%s (scope %s) at %s. Follow with 'kubectl projection status --watch', or pass --wait.\n",
-			ns, name, r.Spec.Scope, value)
+			esc(ns), esc(name), esc(r.Spec.Scope), value)
 		return nil
 	}
 	handled, err := ro.waitHandled(ctx, c, client.ObjectKeyFromObject(r), value)
@@ -116,7 +116,7 @@ func (ro *recheckOptions) run(ctx context.Context, name string) error {
 		return err
 	}
 	if m := strings.TrimSpace(handled.Status.Message); m != "" {
-		fmt.Fprintf(out, "\n%s\n", m)
+		fmt.Fprintf(out, "\n%s\n", esc(m))
 	}
 	if handled.Status.State == recoveryv1.StateBlocked {
 		return errSilentRefusal

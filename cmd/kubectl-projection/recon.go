@@ -103,7 +103,7 @@ Exit codes: 0 no finding, 1 error, 2 usage, 3 any finding (drift, even when
 func reportVerdict(r *recoveryv1.ProjectionReconciliation) error {
 	switch {
 	case r.Status.Report == nil:
-		return refused("ProjectionReconciliation %s has no report yet (run state %s)", r.Name, orDash(string(r.Status.RunState)))
+		return refused("ProjectionReconciliation %s has no report yet (run state %s)", esc(r.Name), esc(orDash(string(r.Status.RunState))))
 	case !r.Status.Report.Clean || r.Status.Report.Findings > 0:
 		return errSilentRefusal
 	default:
@@ -111,10 +111,11 @@ func reportVerdict(r *recoveryv1.ProjectionReconciliation) error {
 	}
 }
 
-// writeReport prints status.report for a human.
+// writeReport prints status.report for a human; every string of the
+// object goes through esc.
 func writeReport(out io.Writer, r *recoveryv1.ProjectionReconciliation, now time.Time) {
-	fmt.Fprintf(out, "ProjectionReconciliation %s/%s (recovery %s)\n", r.Namespace, r.Name, r.Spec.RecoveryRef.Name)
-	fmt.Fprintf(out, "Run:          %s, last run %s\n", orDash(string(r.Status.RunState)), ago(r.Status.LastRunAt, now))
+	fmt.Fprintf(out, "ProjectionReconciliation %s/%s (recovery %s)\n", esc(r.Namespace), esc(r.Name), esc(r.Spec.RecoveryRef.Name))
+	fmt.Fprintf(out, "Run:          %s, last run %s\n", esc(orDash(string(r.Status.RunState))), ago(r.Status.LastRunAt, now))
 	rep := r.Status.Report
 	if rep == nil {
 		fmt.Fprintln(out, "Report:       none yet")
@@ -139,19 +140,19 @@ func writeReport(out io.Writer, r *recoveryv1.ProjectionReconciliation, now time
 	}
 	fmt.Fprintf(out, "Top findings (%d of %d):\n", len(rep.Top), rep.Findings)
 	for _, f := range rep.Top {
-		fmt.Fprintf(out, "  %-12s %s\n", f.Kind, f.ID)
+		fmt.Fprintf(out, "  %-12s %s\n", esc(f.Kind), esc(f.ID))
 		cause := f.Cause
 		if cause == "" {
 			cause = "(no cause recorded)"
 		}
-		fmt.Fprintf(out, "  %-12s cause: %s\n", "", cause)
+		fmt.Fprintf(out, "  %-12s cause: %s\n", "", esc(cause))
 	}
 }
 
 func counts(cs []recoveryv1.CountByName) string {
 	parts := make([]string, 0, len(cs))
 	for _, c := range cs {
-		parts = append(parts, fmt.Sprintf("%s %d", c.Name, c.Count))
+		parts = append(parts, fmt.Sprintf("%s %d", esc(c.Name), c.Count))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -185,7 +186,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 no plan, plan expired, or rehearsal failed
 					return err
 				}
 				if !r.Status.Plan.WouldSucceed {
-					return refused("plan %s failed its rehearsal: an apply of the whole plan would fail", r.Status.Plan.PlanID)
+					return refused("plan %s failed its rehearsal: an apply of the whole plan would fail", esc(r.Status.Plan.PlanID))
 				}
 				return nil
 			})
@@ -203,26 +204,27 @@ func approvable(r *recoveryv1.ProjectionReconciliation, now time.Time) error {
 	p := r.Status.Plan
 	switch {
 	case p == nil || p.PlanID == "":
-		return refused("ProjectionReconciliation %s has no plan yet (run state %s)", r.Name, orDash(string(r.Status.RunState)))
+		return refused("ProjectionReconciliation %s has no plan yet (run state %s)", esc(r.Name), esc(orDash(string(r.Status.RunState))))
 	case p.Expires != nil && !now.Before(p.Expires.Time):
 		return refused("plan %s expired %s ago (at %s): nothing to approve; a new dry run makes a new plan",
-			p.PlanID, duration.HumanDuration(now.Sub(p.Expires.Time)), p.Expires.UTC().Format(time.RFC3339))
+			esc(p.PlanID), duration.HumanDuration(now.Sub(p.Expires.Time)), p.Expires.UTC().Format(time.RFC3339))
 	case p.Actions == 0:
-		return refused("plan %s has no actions: nothing to apply", p.PlanID)
+		return refused("plan %s has no actions: nothing to apply", esc(p.PlanID))
 	}
 	return nil
 }
 
-// writePlan prints status.plan for a human.
+// writePlan prints status.plan for a human (and for approve, before the
+// prompt); every string of the object goes through esc.
 func writePlan(out io.Writer, r *recoveryv1.ProjectionReconciliation, now time.Time) {
-	fmt.Fprintf(out, "ProjectionReconciliation %s/%s (recovery %s)\n", r.Namespace, r.Name, r.Spec.RecoveryRef.Name)
+	fmt.Fprintf(out, "ProjectionReconciliation %s/%s (recovery %s)\n", esc(r.Namespace), esc(r.Name), esc(r.Spec.RecoveryRef.Name))
 	p := r.Status.Plan
 	if p == nil {
 		fmt.Fprintln(out, "Plan:          none yet")
 		return
 	}
-	fmt.Fprintf(out, "Plan:          %s\n", p.PlanID)
-	fmt.Fprintf(out, "Fingerprint:   %s\n", p.Fingerprint)
+	fmt.Fprintf(out, "Plan:          %s\n", esc(p.PlanID))
+	fmt.Fprintf(out, "Fingerprint:   %s\n", esc(p.Fingerprint))
 	switch {
 	case p.Expires == nil:
 		fmt.Fprintln(out, "Expires:       -")
@@ -233,7 +235,7 @@ func writePlan(out io.Writer, r *recoveryv1.ProjectionReconciliation, now time.T
 	}
 	fmt.Fprintf(out, "Actions:       %d\n", p.Actions)
 	for _, id := range p.ActionIDs {
-		fmt.Fprintf(out, "  - %s\n", id)
+		fmt.Fprintf(out, "  - %s\n", esc(id))
 	}
 	if more := int(p.Actions) - len(p.ActionIDs); more > 0 {
 		fmt.Fprintf(out, "  ... and %d more (the full plan is in PostgreSQL)\n", more)

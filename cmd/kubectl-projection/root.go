@@ -146,7 +146,7 @@ func runWith(ctx context.Context, o *options, args []string) int {
 	code := exitCode(err, o.started)
 	if err != nil {
 		if msg := err.Error(); msg != "" {
-			fmt.Fprintln(o.streams.ErrOut, "error:", msg)
+			fmt.Fprintln(o.streams.ErrOut, "error:", escText(msg))
 		}
 		if code == ExitUsage {
 			fmt.Fprintln(o.streams.ErrOut, "See 'kubectl projection --help' for usage.")
@@ -185,8 +185,12 @@ func printerFor(format string) (printers.ResourcePrinter, error) {
 	if err != nil {
 		return nil, usageErr(err)
 	}
+	jp, err := genericclioptions.NewJSONYamlPrintFlags().ToPrinter("json")
+	if err != nil {
+		return nil, usageErr(err)
+	}
 	// The typed client leaves apiVersion/kind empty; the printers need them.
-	return printers.NewTypeSetter(scheme).ToPrinter(p), nil
+	return printers.NewTypeSetter(scheme).ToPrinter(&encodedPrinter{enc: p, json: jp, yaml: f == "yaml"}), nil
 }
 
 // completeReconciliations completes NAME with the namespace's

@@ -146,7 +146,9 @@ func anyBlocked(items []recoveryv1.ProjectionRecovery) bool {
 	return false
 }
 
-// writeRecoveryTable prints one line per scope.
+// writeRecoveryTable prints one line per scope, every string field through
+// esc (a tab or line feed in a reason would otherwise shift columns or
+// forge a row).
 func writeRecoveryTable(out io.Writer, items []recoveryv1.ProjectionRecovery, allNamespaces bool, now time.Time) error {
 	w := printers.GetNewTabWriter(out)
 	if allNamespaces {
@@ -156,11 +158,11 @@ func writeRecoveryTable(out io.Writer, items []recoveryv1.ProjectionRecovery, al
 	for i := range items {
 		r := &items[i]
 		if allNamespaces {
-			fmt.Fprintf(w, "%s\t", r.Namespace)
+			fmt.Fprintf(w, "%s\t", esc(r.Namespace))
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n",
-			r.Name, r.Spec.Scope, orDash(string(r.Status.State)), r.Status.VerifiedThroughSeq,
-			r.Status.ObservedBoundarySeq, r.Status.Lag, orDash(r.Status.Reason),
+			esc(r.Name), esc(r.Spec.Scope), esc(orDash(string(r.Status.State))), r.Status.VerifiedThroughSeq,
+			r.Status.ObservedBoundarySeq, r.Status.Lag, esc(orDash(r.Status.Reason)),
 			ago(r.Status.LastSuccessfulVerification, now))
 	}
 	return w.Flush()
@@ -198,7 +200,7 @@ func watchFrame(out io.Writer, items []recoveryv1.ProjectionRecovery, allNamespa
 			first = false
 		}
 		e := est[key(r)]
-		fmt.Fprintf(out, "%s %s %d/%d  %s  %s\n", key(r), progressBar(r.Status.VerifiedThroughSeq, r.Status.ObservedBoundarySeq, 30),
+		fmt.Fprintf(out, "%s %s %d/%d  %s  %s\n", esc(key(r)), progressBar(r.Status.VerifiedThroughSeq, r.Status.ObservedBoundarySeq, 30),
 			r.Status.VerifiedThroughSeq, r.Status.ObservedBoundarySeq, formatRate(e), formatETA(e))
 	}
 	return nil
@@ -225,7 +227,7 @@ func (so *statusOptions) watchLoop(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			fmt.Fprintf(so.streams.Out, "%s  error: %v (retrying every %s)\n", now.Format(time.TimeOnly), err, so.interval)
+			fmt.Fprintf(so.streams.Out, "%s  error: %s (retrying every %s)\n", now.Format(time.TimeOnly), esc(err.Error()), so.interval)
 		} else {
 			seen := map[string]bool{}
 			est := map[string]estimate{}

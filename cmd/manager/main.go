@@ -18,17 +18,16 @@ limitations under the License.
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,7 +43,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -74,6 +72,7 @@ type options struct {
 	ownerID                 string
 	watchLabelSelector      string
 	watchNamespaces         []string
+	approverServiceAccounts []string
 	metricsSecure           bool
 	reconcileEvery          time.Duration
 	writeSliceBudget        time.Duration
@@ -111,6 +110,11 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.Func("watch-namespace", "Comma-separated namespaces whose ProjectionRecoveries and ProjectionReconciliations this manager watches (and whose Secrets it reads). Empty (the default): every namespace, which needs cluster-wide Secret read.", func(v string) error {
 		ns, err := parseNamespaces(v)
 		o.watchNamespaces = ns
+		return err
+	})
+	fs.Func("approver-service-accounts", "Comma-separated service accounts (namespace:name) whose approvals and rollbacks of ProjectionReconciliations are executed. Any other service account is refused whatever its RBAC allows: a GitOps controller holding every verb must not turn a commit into an approved repair. Empty (the default): people only.", func(v string) error {
+		sas, err := parseServiceAccounts(v)
+		o.approverServiceAccounts = sas
 		return err
 	})
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS behind controller-runtime's authentication and authorization filter: a scraper needs a token allowed to get the /metrics non-resource URL (TokenReview and SubjectAccessReview).")
@@ -324,11 +328,12 @@ func run(args []string) error {
 	// rollbacks. Its own pools: it never creates recovery's schema and runs
 	// no outbox publisher.
 	if err := (&controllers.ProjectionReconciliationReconciler{
-		Clock:       clk,
-		Client:      mgr.GetClient(),
-		APIReader:   mgr.GetAPIReader(),
-		Recorder:    mgr.GetEventRecorder("projection-reconciliation"),
-		Connections: &controllers.Connections{MaxConnsPerDSN: 2, Log: ctrl.Log.WithName("reconciliation")},
+		Clock:                   clk,
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorder("projection-reconciliation"),
+		Connections:             &controllers.Connections{MaxConnsPerDSN: 2, Log: ctrl.Log.WithName("reconciliation")},
+		ApproverServiceAccounts: o.approverServiceAccounts,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the reconciliation controller: %w", err)
 	}
@@ -343,7 +348,11 @@ func run(args []string) error {
 		return fmt.Errorf("setting up the reconciliation scheduler: %w", err)
 	}
 	if o.completenessAddr != "0" {
-		if err := mgr.Add(httpServer(o.completenessAddr, registry.Handler())); err != nil {
+		srv, err := completenessServer(o, registry.Handler(), mgr.GetConfig(), mgr.GetHTTPClient())
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(srv); err != nil {
 			return err
 		}
 	}
@@ -385,6 +394,33 @@ func parseNamespaces(v string) ([]string, error) {
 		}
 		seen[ns] = true
 		out = append(out, ns)
+	}
+	return out, nil
+}
+
+// parseServiceAccounts reads namespace:name pairs (the part of a service
+// account's user name after "system:serviceaccount:").
+func parseServiceAccounts(v string) ([]string, error) {
+	var out []string
+	for _, sa := range strings.Split(v, ",") {
+		sa = strings.TrimSpace(sa)
+		if sa == "" {
+			continue
+		}
+		ns, name, ok := strings.Cut(sa, ":")
+		if !ok {
+			return nil, fmt.Errorf("service account %q: want namespace:name", sa)
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("service account %q: namespace: %s", sa, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return nil, fmt.Errorf("service account %q: name: %s", sa, strings.Join(errs, "; "))
+		}
+		if slices.Contains(out, sa) {
+			return nil, fmt.Errorf("service account %q listed twice", sa)
+		}
+		out = append(out, sa)
 	}
 	return out, nil
 }
@@ -432,21 +468,4 @@ func defaultOwner() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%s", host, hex.EncodeToString(b[:]))
-}
-
-// httpServer serves h on addr as a manager runnable that stops with it.
-func httpServer(addr string, h http.Handler) manager.RunnableFunc {
-	return func(ctx context.Context) error {
-		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
-		errc := make(chan error, 1)
-		go func() { errc <- srv.ListenAndServe() }()
-		select {
-		case err := <-errc:
-			return fmt.Errorf("completeness endpoint on %s: %w", addr, err)
-		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			return srv.Shutdown(sctx)
-		}
-	}
 }

@@ -103,10 +103,12 @@ var (
 		"GRANT SELECT ON projection_recovery_schema_version TO projection_recovery;",
 		"GRANT SELECT ON projection_catchup_cursor, projection_catchup_lease, projection_recovery_schema_version TO projection_recovery_readonly;",
 		// Migration 2 (reconciliation): the read-only role reads what detection
-		// reads; runs are upserted per transition, journal and audit are append-only.
+		// reads; runs are upserted per transition. Journal and audit are
+		// append-only and only the repair role writes them: a rollback reverts,
+		// as that role, what their rows say (migration 6; RollbackRun).
 		"GRANT SELECT ON projection_catchup_basis, projection_catchup_outbox TO projection_recovery_readonly;",
 		"GRANT SELECT, INSERT, UPDATE ON projection_reconciliation_runs TO projection_recovery;",
-		"GRANT SELECT, INSERT ON projection_reconciliation_journal, projection_reconciliation_audit TO projection_recovery;",
+		"GRANT SELECT ON projection_reconciliation_journal, projection_reconciliation_audit TO projection_recovery;",
 		"GRANT SELECT ON projection_reconciliation_runs, projection_reconciliation_journal, projection_reconciliation_audit TO projection_recovery_readonly;",
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON projection_catchup_cursor, projection_catchup_lease, projection_catchup_basis, projection_catchup_outbox TO projection_reconciliation;",
 		"GRANT SELECT, INSERT, DELETE ON projection_trade_quarantine, projection_position_quarantine TO projection_reconciliation;",

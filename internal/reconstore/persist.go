@@ -130,12 +130,15 @@ func (s *Runs) Get(ctx context.Context, id string) (StoredRun, error) {
 // commits its row before it returns (one autocommitted INSERT), so the entry
 // is durable before the workflow runs the next action: a crashed apply can
 // be rolled back from these rows alone. A second entry at the same position
-// of a run is refused (primary key), which stops the apply.
+// of a run is refused (primary key), which stops the apply. Each row
+// records the role it was written as (written_as, migration 00006).
 type Journal struct{ Pool *pgxpool.Pool }
 
 var _ recon.Journal = (*Journal)(nil)
 
-// Append records one step.
+// Append records one step. written_as is never passed: its column default
+// (current_user) records the session's role, so no caller can forget or
+// choose it; a rollback trusts only its own role's rows (RollbackRun).
 func (j *Journal) Append(ctx context.Context, e recon.JournalEntry) error {
 	action, err := json.Marshal(e.Action)
 	if err != nil {
@@ -180,10 +183,17 @@ func (j *Journal) AppliedBy(ctx context.Context, scope, planID string) (string, 
 
 var _ recon.JournalReader = (*Journal)(nil)
 
-// Entries reads a run's journal in order.
+// Entries reads a run's journal in order, whoever wrote its rows.
 func (j *Journal) Entries(ctx context.Context, correlationID string) ([]recon.JournalEntry, error) {
+	return j.entries(ctx, correlationID, false)
+}
+
+// entries reads a run's journal in order; own: only the rows written as
+// the reading session's role (written_as = current_user).
+func (j *Journal) entries(ctx context.Context, correlationID string, own bool) ([]recon.JournalEntry, error) {
 	rows, err := j.Pool.Query(ctx, `SELECT correlation_id, position, plan_id, scope, state, action, coalesce(error, ''), at
-  FROM projection_reconciliation_journal WHERE correlation_id = $1 ORDER BY position`, correlationID)
+  FROM projection_reconciliation_journal
+ WHERE correlation_id = $1 AND (NOT $2 OR written_as = current_user) ORDER BY position`, correlationID, own)
 	if err != nil {
 		return nil, fmt.Errorf("reconstore: read journal %s: %w", correlationID, err)
 	}
@@ -207,7 +217,10 @@ func (j *Journal) Entries(ctx context.Context, correlationID string) ([]recon.Jo
 }
 
 // Auditor is recon.Auditor on projection_reconciliation_audit: one committed
-// row per record, append-only (the runtime role has no UPDATE or DELETE on it).
+// row per record, append-only (the repair role has no UPDATE or DELETE on
+// it, the recovery worker's role only SELECT), each recording the role it
+// was written as (written_as, migration 00006, its column default: Audit
+// never passes it).
 // Each row holds the whole action (migration 00004: target, the absence of
 // before/after, reversibility, risk, lifecycle event, rollback text), so a
 // successful apply can be rolled back from these rows alone
@@ -246,10 +259,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), nullif($9, ''), $10, $11, $1
 // StoredAuditRecord is an audit row as stored. Legacy is true for a row
 // written before migration 00004 (no target, reversibility or absence
 // flags): it says what changed but not where, and can never drive a
-// rollback.
+// rollback. WrittenAs is the database role the row was written as
+// (migration 00006; a row from before it reads as the role that ran it).
 type StoredAuditRecord struct {
 	recon.AuditRecord
-	Legacy bool
+	Legacy    bool
+	WrittenAs string
 }
 
 // Records reads a run's audit records in order. Before and After read back
@@ -268,13 +283,20 @@ func (a *Auditor) Records(ctx context.Context, correlationID string) ([]recon.Au
 }
 
 // StoredRecords reads a run's audit records in order, each marked legacy
-// or not.
+// or not, whoever wrote them.
 func (a *Auditor) StoredRecords(ctx context.Context, correlationID string) ([]StoredAuditRecord, error) {
+	return a.storedRecords(ctx, correlationID, false)
+}
+
+// storedRecords is StoredRecords; own: only the rows written as the
+// reading session's role (written_as = current_user).
+func (a *Auditor) storedRecords(ctx context.Context, correlationID string, own bool) ([]StoredAuditRecord, error) {
 	rows, err := a.Pool.Query(ctx, `SELECT action, correlation_id, plan_id, scope, action_id, kind, outcome,
        coalesce(code, ''), coalesce(reason, ''), before, after, principal, at,
        target, coalesce(before_absent, false), coalesce(after_absent, false), coalesce(lifecycle_event, ''),
-       reversible, coalesce(risk, ''), coalesce(rollback, '')
-  FROM projection_reconciliation_audit WHERE correlation_id = $1 ORDER BY id`, correlationID)
+       reversible, coalesce(risk, ''), coalesce(rollback, ''), written_as
+  FROM projection_reconciliation_audit
+ WHERE correlation_id = $1 AND (NOT $2 OR written_as = current_user) ORDER BY id`, correlationID, own)
 	if err != nil {
 		return nil, fmt.Errorf("reconstore: read audit %s: %w", correlationID, err)
 	}
@@ -287,7 +309,7 @@ func (a *Auditor) StoredRecords(ctx context.Context, correlationID string) ([]St
 		var reversible *bool
 		if err := row.Scan(&r.Action, &r.CorrelationID, &r.PlanID, &r.Scope, &r.ActionID, &kind, &r.Outcome, &code,
 			&r.Reason, &before, &after, &r.Principal, &r.At,
-			&target, &beforeAbsent, &afterAbsent, &r.LifecycleEvent, &reversible, &risk, &r.Rollback); err != nil {
+			&target, &beforeAbsent, &afterAbsent, &r.LifecycleEvent, &reversible, &risk, &r.Rollback, &s.WrittenAs); err != nil {
 			return s, err
 		}
 		r.Kind, r.Code, r.Risk = recon.ActionKind(kind), recon.ResultCode(code), recon.Risk(risk)
@@ -318,6 +340,31 @@ func (a *Auditor) StoredRecords(ctx context.Context, correlationID string) ([]St
 		return nil, fmt.Errorf("reconstore: read audit %s: %w", correlationID, err)
 	}
 	return recs, nil
+}
+
+// strangerRows is what of a run's journal and audit trail was written as
+// another role than the reading session's.
+type strangerRows struct {
+	role  string   // the reading session's role (current_user)
+	rows  int      // the run's rows written as another role
+	roles []string // those roles, sorted
+}
+
+// strangersSQL counts a run's journal and audit rows not written as the
+// session's role, in one statement (one snapshot of both tables).
+const strangersSQL = `SELECT current_user::text, count(*)::int, coalesce(array_agg(DISTINCT written_as ORDER BY written_as), '{}')
+  FROM (SELECT written_as FROM projection_reconciliation_journal WHERE correlation_id = $1
+        UNION ALL
+        SELECT written_as FROM projection_reconciliation_audit WHERE correlation_id = $1) r
+ WHERE written_as IS DISTINCT FROM current_user`
+
+// strangers reads strangerRows of the run correlationID on pool.
+func strangers(ctx context.Context, pool *pgxpool.Pool, correlationID string) (strangerRows, error) {
+	var s strangerRows
+	if err := pool.QueryRow(ctx, strangersSQL, correlationID).Scan(&s.role, &s.rows, &s.roles); err != nil {
+		return strangerRows{}, fmt.Errorf("reconstore: read who wrote the records of %s: %w", correlationID, err)
+	}
+	return s, nil
 }
 
 // fieldsJSON encodes primitive fields; nil is the empty object (the column

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
@@ -123,7 +124,7 @@ func TestPersist_JournalCommittedBeforeTheNextAction(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "journal", 120, worldOpts{catchUp: true})
 	w.exec(`UPDATE positions SET quantity = quantity + 3 WHERE scope = $1`, w.scope)
-	rt := pgtest.Pool(t, w.db.Recovery)
+	rt := pgtest.Pool(t, w.db.Reconciliation)
 	journal, auditor := &Journal{Pool: rt}, &Auditor{Pool: rt}
 	var logged []string
 	var applied []string
@@ -205,12 +206,16 @@ func TestPersist_JournalCommittedBeforeTheNextAction(t *testing.T) {
 	}
 }
 
-// The runtime role may append to the journal and the audit trail but never
-// rewrite or remove a record (PostgreSQL refuses, not only the code).
+// The repair role may append to the journal and the audit trail but never
+// rewrite or remove a record, and the recovery worker's role may not write
+// them at all (PostgreSQL refuses, not only the code): a rollback is
+// rebuilt from these rows and its reverts run as the repair role, which
+// may DELETE, so a row the worker could write would choose what is
+// deleted. Each row records the role that wrote it (written_as, 00006).
 func TestPersist_JournalAndAuditAreAppendOnly(t *testing.T) {
 	t.Parallel()
 	db := recoverydb.New(t)
-	rt := pgtest.Pool(t, db.Recovery)
+	rt := pgtest.Pool(t, db.Reconciliation)
 	a := &Auditor{Pool: rt}
 	if err := a.Audit(ctxb, recon.AuditRecord{Action: recon.AuditAction, CorrelationID: "c", PlanID: "p", Scope: "s", ActionID: "x",
 		Kind: "drop_position", Outcome: recon.AuditRefused, Code: recon.ResultPlanStale, At: time.Now()}); err != nil {
@@ -220,20 +225,35 @@ func TestPersist_JournalAndAuditAreAppendOnly(t *testing.T) {
 		Event: recon.JournalApplied, Action: recon.Action{ID: "x"}, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{
-		`UPDATE projection_reconciliation_audit SET outcome = 'applied'`,
-		`DELETE FROM projection_reconciliation_audit`,
-		`UPDATE projection_reconciliation_journal SET state = 'reverted'`,
-		`DELETE FROM projection_reconciliation_journal`,
-		`DELETE FROM projection_reconciliation_runs`,
+	recovery := pgtest.Pool(t, db.Recovery)
+	for _, c := range []struct {
+		role string
+		pool *pgxpool.Pool
+		stmt string
+	}{
+		{pgtest.ReconciliationRole, rt, `UPDATE projection_reconciliation_audit SET outcome = 'applied'`},
+		{pgtest.ReconciliationRole, rt, `DELETE FROM projection_reconciliation_audit`},
+		{pgtest.ReconciliationRole, rt, `UPDATE projection_reconciliation_journal SET state = 'reverted'`},
+		{pgtest.ReconciliationRole, rt, `DELETE FROM projection_reconciliation_journal`},
+		{pgtest.ReconciliationRole, rt, `DELETE FROM projection_reconciliation_runs`},
+		{pgtest.RecoveryRole, recovery, `INSERT INTO projection_reconciliation_audit (action, correlation_id, plan_id, scope, action_id, kind, outcome, before, after, principal, at)
+SELECT action, correlation_id, plan_id, scope, action_id, kind, 'applied', before, after, principal, at FROM projection_reconciliation_audit`},
+		{pgtest.RecoveryRole, recovery, `INSERT INTO projection_reconciliation_journal (correlation_id, position, plan_id, scope, state, action_id, action, at)
+SELECT correlation_id, 2, plan_id, scope, state, action_id, action, at FROM projection_reconciliation_journal`},
+		{pgtest.RecoveryRole, recovery, `UPDATE projection_reconciliation_audit SET outcome = 'applied'`},
+		{pgtest.RecoveryRole, recovery, `DELETE FROM projection_reconciliation_journal`},
+		{pgtest.RecoveryRole, recovery, `TRUNCATE projection_reconciliation_audit`},
 	} {
-		if _, err := rt.Exec(ctxb, stmt); err == nil || !strings.Contains(err.Error(), "permission denied") {
-			t.Errorf("%s: %v", stmt, err)
-		}
+		t.Run(c.role+": "+strings.SplitN(c.stmt, "\n", 2)[0], func(t *testing.T) {
+			if _, err := c.pool.Exec(ctxb, c.stmt); err == nil || !strings.Contains(err.Error(), "permission denied") {
+				t.Errorf("%s as %s: %v, want permission denied", c.stmt, c.role, err)
+			}
+		})
 	}
-	recs, err := a.Records(ctxb, "c")
+	recs, err := a.StoredRecords(ctxb, "c")
 	// Before was absent (nil): it reads back absent, never as {} (00004).
-	if err != nil || len(recs) != 1 || recs[0].Outcome != recon.AuditRefused || recs[0].Code != recon.ResultPlanStale || recs[0].Before != nil {
+	if err != nil || len(recs) != 1 || recs[0].Outcome != recon.AuditRefused || recs[0].Code != recon.ResultPlanStale || recs[0].Before != nil ||
+		recs[0].WrittenAs != pgtest.ReconciliationRole {
 		t.Fatalf("records %+v %v", recs, err)
 	}
 }

@@ -118,7 +118,7 @@ func (t *Telemetry) DryRun(scope string, d *DryRun, err error, took time.Duratio
 	if d != nil && d.DryRunResult != nil {
 		kv = append(kv, "run", d.Run.ID, "phase", string(d.Run.Phase))
 	}
-	if d != nil && d.Report != nil && d.Plan != nil {
+	if d != nil && d.DryRunResult != nil && d.Report != nil && d.Plan != nil {
 		byInv := map[recon.InvariantID]int{}
 		for _, f := range d.Report.Findings {
 			byInv[f.Invariant]++

@@ -19,6 +19,7 @@ package chart
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -79,7 +80,7 @@ func TestChart_ManagerAsItsServiceAccount(t *testing.T) {
 	// another release in this shared control plane (the documented
 	// several-releases case); the manager's own rights are all here.
 	values := []string{"--set", "watchNamespaces={" + nsA + "}", "--set", "autoRecovery.enabled=true", "--set", "reconcileEvery=1m",
-		"--set", "userRoles.create=false", "--set", "approvalPolicy.create=false", "--set", "metrics.secure=true",
+		"--set", "userRoles.create=false", "--set", "approvalPolicy.create=false", "--set", "secretReferencePolicy.create=false", "--set", "metrics.secure=true",
 		"--set", "leaderElection.enabled=true"}
 	notes := helm(t, append([]string{"install", release, chartDir(t), "--kubeconfig", cl.kubeconfig, "--namespace", sys}, values...)...)
 	for _, want := range []string{"Auto-recovery: ON", "Watching: namespaces " + nsA + " (Secrets are read only there)", "kubectl apply --server-side --force-conflicts"} {
@@ -173,8 +174,8 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 	}
 	// The chart's args; only the listeners move off the fixed ports (the
 	// flag package keeps the last value), since other processes share this host.
-	metricsAddr := freeAddr(t)
-	args = append(args, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0", "--completeness-bind-address=0", "--dev=false")
+	metricsAddr, completenessAddr := freeAddr(t), freeAddr(t)
+	args = append(args, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0", "--completeness-bind-address="+completenessAddr, "--dev=false")
 	mgr := exec.Command(bin, args...)
 	mgr.Env = append(os.Environ(), "KUBECONFIG="+saKubeconfig)
 	var logs testenv.SyncBuffer
@@ -286,6 +287,38 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 		}
 	}
 
+	// The completeness endpoint lists every namespace's scopes: with
+	// metrics.secure it is behind the same filter, and its own role. The
+	// scraper's metrics-reader does not open it, the chart's
+	// <release>-completeness-reader does; a refusal names no scope.
+	reader := tokenFor(ctx, t, cs, cl, sys, "completeness-reader")
+	if err := cl.c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "completeness-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: release + "-completeness-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sys, Name: "completeness-reader"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitNonResourceAllowed(ctx, t, cs, "system:serviceaccount:"+sys+":completeness-reader", completenessPath)
+	for _, tc := range []struct {
+		who   string
+		token string
+		want  int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"the manager's own token", tr.Status.Token, http.StatusForbidden},
+		{"the scraper (metrics-reader only)", scraper, http.StatusForbidden},
+		{"a ServiceAccount bound to <release>-completeness-reader", reader, http.StatusOK},
+	} {
+		code, body := getTLS(ctx, t, completenessAddr, completenessPath, tc.token)
+		switch {
+		case code != tc.want:
+			t.Errorf("GET https://%s%s with %s: %d, want %d", completenessAddr, completenessPath, tc.who, code, tc.want)
+		case code != http.StatusOK && strings.Contains(body, scope):
+			t.Errorf("GET %s with %s was refused with %d, yet the answer names scope %s: %q", completenessPath, tc.who, code, scope, body)
+		case code == http.StatusOK && !strings.Contains(body, `"scope": "`+scope+`"`):
+			t.Errorf("GET %s with %s: the answer does not list scope %s:\n%s", completenessPath, tc.who, scope, body)
+		}
+	}
+
 	// Every call the manager made was authorized: its rights suffice.
 	if l := strings.ToLower(logs.String()); strings.Contains(l, "forbidden") {
 		t.Fatalf("the manager met a Forbidden:\n%s", grepLines(logs.String(), "orbidden"))
@@ -317,15 +350,26 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// scrape GETs /metrics over HTTPS (the manager's certificate is self-signed)
-// with token as bearer, retrying while the server starts; it returns the
+// scrape GETs /metrics over HTTPS with token as bearer; it returns the
 // status code.
 func scrape(ctx context.Context, t *testing.T, addr, token string) int {
 	t.Helper()
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test server
+	code, _ := getTLS(ctx, t, addr, "/metrics", token)
+	return code
+}
+
+// completenessPath is the completeness endpoint's (internal/completeness.Path).
+const completenessPath = "/v2/projection-completeness"
+
+// getTLS GETs path over HTTPS (the manager's certificates are self-signed)
+// with token as bearer, retrying while the server starts; it returns the
+// status code and the body. A server answering in plain HTTP fails the test.
+func getTLS(ctx context.Context, t *testing.T, addr, path, token string) (int, string) {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}} //nolint:gosec // self-signed test server
 	var lastErr error
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,14 +378,39 @@ func scrape(ctx context.Context, t *testing.T, addr, token string) int {
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
+			if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+				t.Fatalf("%s%s is served over plain HTTP, without authentication", addr, path)
+			}
 			lastErr = err
 			continue
 		}
+		b, err := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
-		return resp.StatusCode
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
 	}
-	t.Fatalf("the metrics endpoint %s never answered: %v", addr, lastErr)
-	return 0
+	t.Fatalf("%s%s never answered: %v", addr, path, lastErr)
+	return 0, ""
+}
+
+// waitNonResourceAllowed polls until the API server's RBAC allows user get
+// on path: the manager's filter caches a denial for 30 s, so a question
+// asked before the binding is in effect would be refused for that long.
+func waitNonResourceAllowed(ctx context.Context, t *testing.T, cs kubernetes.Interface, user, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: "get"}}}, metav1.CreateOptions{})
+		if err == nil && sar.Status.Allowed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still not allowed get on %s (%v)", user, path, err)
+		}
+	}
 }
 
 func grepLines(s, sub string) string {
