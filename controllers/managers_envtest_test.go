@@ -202,7 +202,7 @@ func TestController_ManagerShutdownReleasesLeases(t *testing.T) {
 		s.LeaseDuration = &metav1.Duration{Duration: 10 * time.Minute}
 	})
 	waitState(t, ns, obj.Name, 60*time.Second, "CURRENT", isCurrentAt(f.boundary()))
-	if l, _ := f.store.ReadLease(context.Background(), f.scope); l.Owner != "stopper" || !l.ExpiresAt.After(dbNow(t, f.store)) {
+	if l, _ := f.store.ReadLease(context.Background(), f.scope); l.Owner != "stopper/"+ns || !l.ExpiresAt.After(dbNow(t, f.store)) {
 		t.Fatalf("lease before shutdown = %+v, want held by stopper", l)
 	}
 	stop()

@@ -269,7 +269,7 @@ func (r *ProjectionRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		<-ctx.Done()
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := r.Connections.ReleaseAll(rctx, r.Owner); err != nil {
+		if err := r.Connections.ReleaseAll(rctx, r.Owner); err != nil { // every namespace's leaseOwner
 			// Not an error of the manager: a database that is gone at
 			// shutdown keeps our lease until it expires (one lease
 			// duration), which the fence makes safe. The text is redacted

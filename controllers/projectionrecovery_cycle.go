@@ -128,7 +128,7 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 	}
 	res := cycleResult{cursor: cur, cursorRead: true, boundary: cur.LastObservedBoundarySeq, frozen: frozenSeq(run)}
 	if g := gateOf(cur, run); g.code != "" || g.drained {
-		return r.gated(ctx, log, st, spec, res, g)
+		return r.gated(ctx, log, st, r.leaseOwner(s.obj.Namespace), spec, res, g)
 	}
 
 	// The unit the previous cycle fetched for this one, when it starts at
@@ -211,19 +211,19 @@ func failed(log logr.Logger, res cycleResult, err error, sec resolvedSecrets) cy
 // BEYOND_FROZEN), or it reached it (CURRENT: nothing past f is ever fetched,
 // FR-APR09). With auto-recovery on, the outcome is mirrored into the SQL
 // cursor when it says otherwise (best-effort, under the fence).
-func (r *ProjectionRecoveryReconciler) gated(ctx context.Context, log logr.Logger, st *store.Store, spec *recoveryv1.ProjectionRecoverySpec, res cycleResult, g gate) cycleResult {
+func (r *ProjectionRecoveryReconciler) gated(ctx context.Context, log logr.Logger, st *store.Store, owner string, spec *recoveryv1.ProjectionRecoverySpec, res cycleResult, g gate) cycleResult {
 	cur := res.cursor
 	if g.drained {
 		res.state = recoveryv1.StateCurrent
 		res.message = progressMessage(cur.VerifiedThroughSeq, res.boundary, res.frozen)
 		if r.AutoRecovery && cur.State != store.StateCurrent {
-			r.recordBestEffort(ctx, log, st, spec, store.StateCurrent, "", res.boundary)
+			r.recordBestEffort(ctx, log, st, owner, spec, store.StateCurrent, "", res.boundary)
 		}
 		return res
 	}
 	res.state, res.reason, res.message = recoveryv1.StateBlocked, string(g.code), g.detail
 	if r.AutoRecovery && (cur.State != store.StateBlocked || cur.BlockedReason != string(g.code)) {
-		r.recordBestEffort(ctx, log, st, spec, store.StateBlocked, g.code, res.boundary)
+		r.recordBestEffort(ctx, log, st, owner, spec, store.StateBlocked, g.code, res.boundary)
 	}
 	return res
 }
@@ -231,8 +231,8 @@ func (r *ProjectionRecoveryReconciler) gated(ctx context.Context, log logr.Logge
 // recordBestEffort takes the lease just long enough to record an outcome on
 // the cursor. A lease held by another live manager is left alone: that
 // manager records the same outcome itself.
-func (r *ProjectionRecoveryReconciler) recordBestEffort(ctx context.Context, log logr.Logger, st *store.Store, spec *recoveryv1.ProjectionRecoverySpec, state string, code codes.Code, boundary int64) {
-	lease, err := st.AcquireLease(ctx, spec.Scope, r.Owner, spec.EffectiveLeaseDuration())
+func (r *ProjectionRecoveryReconciler) recordBestEffort(ctx context.Context, log logr.Logger, st *store.Store, owner string, spec *recoveryv1.ProjectionRecoverySpec, state string, code codes.Code, boundary int64) {
+	lease, err := st.AcquireLease(ctx, spec.Scope, owner, spec.EffectiveLeaseDuration())
 	if err == nil {
 		err = st.RecordOutcome(ctx, lease, spec.Scope, state, code, boundary)
 	}
@@ -279,7 +279,7 @@ func (k *leaseKeeper) ensure(ctx context.Context) (store.Lease, error) {
 func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.Logger, s *recoveryScope, st *store.Store, cl *source.Client, run store.Run, page *source.Page, prep *store.PreparedPage, res cycleResult) cycleResult {
 	spec := &s.obj.Spec
 	fail := func(res cycleResult, err error) cycleResult { return failed(log, res, err, s.secrets) }
-	keeper := &leaseKeeper{st: st, scope: spec.Scope, owner: r.Owner, ttl: spec.EffectiveLeaseDuration(), clock: r.Clock}
+	keeper := &leaseKeeper{st: st, scope: spec.Scope, owner: r.leaseOwner(s.obj.Namespace), ttl: spec.EffectiveLeaseDuration(), clock: r.Clock}
 	budgetEnd := r.Clock.Now().Add(spec.EffectiveCycleTimeout())
 	// ahead is the next unit, fetched while this one commits: the cycle's
 	// next, or (carry) the next cycle's first when this unit spends the
@@ -294,7 +294,7 @@ func (r *ProjectionRecoveryReconciler) applyPages(ctx context.Context, log logr.
 			if rerr == nil && held.Owner != "" {
 				res.lease = &held
 			}
-			if codes.Of(err) == codes.LeaseHeld && rerr == nil && held.Owner != "" && held.Owner != r.Owner {
+			if codes.Of(err) == codes.LeaseHeld && rerr == nil && held.Owner != "" && held.Owner != keeper.owner {
 				return observe(res, res.cursor, held)
 			}
 			return fail(res, err)

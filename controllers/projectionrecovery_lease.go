@@ -32,9 +32,9 @@ import (
 // the deletion forever; the lease then simply expires.
 func (r *ProjectionRecoveryReconciler) releaseLease(ctx context.Context, obj *recoveryv1.ProjectionRecovery) {
 	log := logf.FromContext(ctx)
-	// The lease identity is the manager's, shared by all its resources: a
-	// resource that does not own its scope (a refused duplicate) would
-	// release the owner's lease here.
+	// The lease identity is the manager's in this namespace, shared by the
+	// namespace's resources: one that does not own its scope (a refused
+	// duplicate) would release the owner's lease here.
 	if owns, err := r.ownsScope(ctx, obj); err != nil || !owns {
 		if err != nil {
 			log.Info("lease not released on deletion: scope ownership unknown; it expires on its own", "err", err.Error())
@@ -52,7 +52,7 @@ func (r *ProjectionRecoveryReconciler) releaseLease(ctx context.Context, obj *re
 		return
 	}
 	held, err := st.ReadLease(ctx, obj.Spec.Scope)
-	if err != nil || held.Owner != r.Owner {
+	if err != nil || held.Owner != r.leaseOwner(obj.Namespace) {
 		return
 	}
 	if err := st.ReleaseLease(ctx, held); err != nil {
@@ -61,3 +61,14 @@ func (r *ProjectionRecoveryReconciler) releaseLease(ctx context.Context, obj *re
 	}
 	log.Info("released the scope's lease on deletion", "fence", held.Fence)
 }
+
+// leaseOwner is the lease identity of this manager's resources in ns. The
+// SQL lease and cursor know the scope only, so the namespace is part of the
+// identity: two resources on one scope in different namespaces are two
+// owners, and if they reach the same database the fenced lease lets one
+// commit while the other only observes (as two managers do). Within a
+// namespace the scope claim keeps one resource per scope. Without the
+// namespace here, resources of two namespaces on one scope and database
+// would share a fence, and the claim would have to be cluster-wide, which
+// let a resource in any namespace stall another's.
+func (r *ProjectionRecoveryReconciler) leaseOwner(ns string) string { return r.Owner + "/" + ns }

@@ -32,15 +32,19 @@ import (
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 )
 
-// One scope, one resource. The SQL cursor and the fenced lease are keyed by
-// scope alone (FR-APR05/08) and the lease owner is the manager, shared by all
-// its resources. Two resources on one scope would therefore share one fence:
-// both would run cycles as the same owner, flap each other's status, and
-// deleting either would release the lease the other is working under. So
-// exactly one resource owns a scope, decided the same way by every manager
-// from what it can see: the oldest by creationTimestamp, ties broken by
-// namespace then name. The others are refused (DuplicateScope, Stalled) and
-// never reach a lease, a SQL statement or a source request.
+// One scope, one resource per namespace. The SQL cursor and the fenced
+// lease are keyed by scope alone (FR-APR05/08) and the lease owner is the
+// manager in the resource's namespace (leaseOwner), shared by the
+// namespace's resources. Two resources of one namespace on one scope would
+// therefore share one fence: both would run cycles as the same owner, flap
+// each other's status, and deleting either would release the lease the
+// other is working under. So exactly one resource of a namespace owns a
+// scope, decided the same way by every manager from what it can see: the
+// oldest by creationTimestamp, ties broken by name. The others are refused
+// (DuplicateScope, Stalled) and never reach a lease, a SQL statement or a
+// source request. Across namespaces the database decides: only resources
+// that reach the same database meet at its lease, so one in another
+// namespace (bogus Secrets, another database) can never stall yours.
 
 // scopeIndexField indexes ProjectionRecoveries by spec.scope in the
 // manager's cache, so the claim is one indexed lookup, not a list of all.
@@ -88,14 +92,14 @@ func claimantOf(obj *recoveryv1.ProjectionRecovery) claimant {
 	return claimant{namespace: obj.Namespace, name: obj.Name, created: obj.CreationTimestamp.Time}
 }
 
-// scopeOwnerOf reads the resources on obj's scope from the cache (cluster-
-// wide: the cursor and the lease do not know namespaces) and decides the owner.
+// scopeOwnerOf reads the resources on obj's scope in obj's namespace from
+// the cache and decides the owner.
 func (r *ProjectionRecoveryReconciler) scopeOwnerOf(ctx context.Context, obj *recoveryv1.ProjectionRecovery) (claimant, error) {
 	var list recoveryv1.ProjectionRecoveryList
 	// Read-only: the items share the cache's maps and slices (no deep copy
 	// of every resource on the scope at every cycle); only their names and
 	// creation times are read, nothing here may write to them.
-	if err := r.List(ctx, &list, client.MatchingFields{scopeIndexField: obj.Spec.Scope}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(obj.Namespace), client.MatchingFields{scopeIndexField: obj.Spec.Scope}, client.UnsafeDisableDeepCopy); err != nil {
 		return claimant{}, fmt.Errorf("listing the resources on scope %q: %w", obj.Spec.Scope, err)
 	}
 	others := make([]claimant, 0, len(list.Items))
@@ -129,7 +133,7 @@ func (r *ProjectionRecoveryReconciler) reconcileScopeClaim(ctx context.Context, 
 		return nil
 	}
 	s.reason, s.done = recoveryv1.ReasonDuplicateScope, true
-	s.message = fmt.Sprintf("spec.scope %q is owned by ProjectionRecovery %s (the oldest resource on the scope); this one runs no cycle while that one exists: delete one of them", s.obj.Spec.Scope, owner)
+	s.message = fmt.Sprintf("spec.scope %q is owned by ProjectionRecovery %s (the oldest resource on the scope in this namespace); this one runs no cycle while that one exists: delete one of them", s.obj.Spec.Scope, owner)
 	s.obj.Status = recoveryv1.ProjectionRecoveryStatus{Conditions: s.obj.Status.Conditions}
 	// A resource that lost its claim (an older one appeared in the cache
 	// after it started) lets go of its connections and series.
@@ -162,14 +166,14 @@ func (r *ProjectionRecoveryReconciler) setupScopeClaim(mgr ctrl.Manager, b *buil
 	return b.Watches(&recoveryv1.ProjectionRecovery{}, handler.EnqueueRequestsFromMapFunc(r.othersOnScope), builder.WithPredicates(arrivals)), nil
 }
 
-// othersOnScope maps a resource to the other resources on its scope.
+// othersOnScope maps a resource to the other resources on its scope in its namespace.
 func (r *ProjectionRecoveryReconciler) othersOnScope(ctx context.Context, o client.Object) []reconcile.Request {
 	pr, ok := o.(*recoveryv1.ProjectionRecovery)
 	if !ok {
 		return nil
 	}
 	var list recoveryv1.ProjectionRecoveryList
-	if err := r.List(ctx, &list, client.MatchingFields{scopeIndexField: pr.Spec.Scope}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(pr.Namespace), client.MatchingFields{scopeIndexField: pr.Spec.Scope}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing the resources on a scope", "scope", pr.Spec.Scope)
 		return nil
 	}

@@ -94,7 +94,7 @@ func TestController_LossyProjectionCatchesUpToCurrent(t *testing.T) {
 	if st.Lag != 0 || st.ObservedBoundarySeq != f.boundary() || st.EventCount != int64(len(f.allEvents())) || len(st.ChainDigest) != 64 {
 		t.Fatalf("status does not mirror the cursor: %+v", st)
 	}
-	if st.Lease == nil || st.Lease.Owner != "suite-manager" || st.Lease.Fence < 1 || st.LastSuccessfulVerification == nil {
+	if st.Lease == nil || st.Lease.Owner != "suite-manager/"+ns || st.Lease.Fence < 1 || st.LastSuccessfulVerification == nil {
 		t.Fatalf("lease/verification not mirrored: lease=%+v last=%v", st.Lease, st.LastSuccessfulVerification)
 	}
 	cur, err := f.store.ReadCursor(context.Background(), f.scope)
@@ -331,7 +331,7 @@ func TestController_DeletionReleasesLease(t *testing.T) {
 	})
 	waitState(t, ns, obj.Name, 60*time.Second, "CURRENT", isCurrentAt(f.boundary()))
 	l, err := f.store.ReadLease(context.Background(), f.scope)
-	if err != nil || l.Owner != "suite-manager" || !l.ExpiresAt.After(dbNow(t, f.store)) {
+	if err != nil || l.Owner != "suite-manager/"+ns || !l.ExpiresAt.After(dbNow(t, f.store)) {
 		t.Fatalf("lease before deletion = %+v (err %v), want held by suite-manager", l, err)
 	}
 	if err := k8sClient.Delete(context.Background(), getRecovery(t, ns, obj.Name)); err != nil {

@@ -71,14 +71,16 @@ const (
 	// ReasonInvalidSpec: the spec passed the API server but cannot be used
 	// (e.g. an unparsable CA bundle).
 	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonDuplicateScope: another ProjectionRecovery already owns this
-	// resource's spec.scope. Every resource of one manager shares that
-	// manager's lease identity, so two resources on one scope would share one
-	// fence, flap each other's status, and deleting one would release the
-	// other's lease. The owner is the oldest resource of the scope by
-	// creationTimestamp (ties broken by namespace/name), so every manager
-	// agrees; the others are Stalled with this reason and run no cycle until
-	// the owner is deleted. The message names the owner.
+	// ReasonDuplicateScope: another ProjectionRecovery of the same namespace
+	// already owns this resource's spec.scope. A manager's resources in one
+	// namespace share its lease identity there, so two of them on one scope
+	// would share one fence, flap each other's status, and deleting one would
+	// release the other's lease. The owner is the oldest resource of the
+	// scope in the namespace by creationTimestamp (ties broken by name), so
+	// every manager agrees; the others are Stalled with this reason and run no
+	// cycle until the owner is deleted. The message names the owner.
+	// Resources of other namespaces never cause it: they meet at the
+	// database's lease only if they reach the same database.
 	ReasonDuplicateScope = "DuplicateScope"
 )
 

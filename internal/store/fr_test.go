@@ -281,6 +281,22 @@ func TestFRAPR08_LeaseFence(t *testing.T) {
 	if b2, err := s.AcquireLease(ctxb, "s2", "b", time.Minute); err != nil || b2.Fence != 2 {
 		t.Fatalf("%+v %v", b2, err)
 	}
+	// A manager's per-namespace identities (owner/<namespace>) go with it at
+	// shutdown; another owner whose name merely starts the same stays.
+	for scope, owner := range map[string]string{"s3": "m/ns-a", "s4": "m/ns-b", "s5": "mm/ns-a"} {
+		if _, err := s.AcquireLease(ctxb, scope, owner, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.ReleaseAll(ctxb, "m"); err != nil {
+		t.Fatal(err)
+	}
+	for scope, freed := range map[string]bool{"s3": true, "s4": true, "s5": false} {
+		_, err := s.AcquireLease(ctxb, scope, "c", time.Minute)
+		if (err == nil) != freed {
+			t.Fatalf("after ReleaseAll(m), a new owner of %s: %v; want released %t", scope, err, freed)
+		}
+	}
 }
 
 // FR-APR09: a DRAINING scope is caught up only to its frozen sequence: later

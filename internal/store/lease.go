@@ -97,11 +97,12 @@ UPDATE projection_catchup_lease SET (expires_at, renewed_at) = (SELECT c, c FROM
 	return dbErr("store: release lease", err)
 }
 
-// ReleaseAll expires every lease held by owner (shutdown, FR-APR10).
+// ReleaseAll expires every lease held by owner or by one of its
+// per-namespace identities, owner/<namespace> (shutdown, FR-APR10).
 func (s *Store) ReleaseAll(ctx context.Context, owner string) error {
 	_, err := s.pool.Exec(ctx, `
 UPDATE projection_catchup_lease SET (expires_at, renewed_at) = (SELECT c, c FROM clock_timestamp() AS c)
- WHERE owner = $1 AND expires_at > clock_timestamp()`, owner)
+ WHERE (owner = $1 OR starts_with(owner, $1 || '/')) AND expires_at > clock_timestamp()`, owner)
 	return dbErr("store: release all leases", err)
 }
 
