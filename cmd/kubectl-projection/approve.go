@@ -200,8 +200,9 @@ func checkOnly(only []string, p *recoveryv1.PlanSummary) error {
 
 type rollbackOptions struct {
 	*options
-	yes   bool
-	runID string
+	yes        bool
+	runID      string
+	maxActions int32
 }
 
 func newRollbackCommand(o *options) *cobra.Command {
@@ -227,7 +228,7 @@ Exit codes: 0 requested, 1 error (incl. the resource changed meanwhile),
 2 usage, 3 refused (no successful apply to roll back, not confirmed, or by
 the API server).`,
 		Example: `  kubectl projection rollback venue-a
-  kubectl projection rollback venue-a --yes
+  kubectl projection rollback venue-a --yes --max-actions 10
   kubectl projection rollback venue-a --run plan-0f3c…-k2x9`,
 		Args:              exactlyOneName("ProjectionReconciliation"),
 		ValidArgsFunction: completeReconciliations(o),
@@ -235,6 +236,7 @@ the API server).`,
 	}
 	cmd.Flags().BoolVarP(&ro.yes, "yes", "y", false, "Do not ask for confirmation (scripts)")
 	cmd.Flags().StringVar(&ro.runID, "run", "", "Correlation id of a run status does not show (e.g. one a plan_stale refusal names)")
+	cmd.Flags().Int32Var(&ro.maxActions, "max-actions", 0, "Blast radius: refuse when the run has more actions to revert (1..1000; default: the API default, 50)")
 	return cmd
 }
 
@@ -256,6 +258,9 @@ func rollbackable(r *recoveryv1.ProjectionReconciliation) error {
 }
 
 func (ro *rollbackOptions) run(ctx context.Context, name string) error {
+	if ro.maxActions < 0 || ro.maxActions > 1000 {
+		return usageErr(fmt.Errorf("--max-actions %d is outside 1..1000", ro.maxActions))
+	}
 	r, err := ro.getReconciliation(ctx, name)
 	if err != nil {
 		return err
@@ -288,7 +293,7 @@ func (ro *rollbackOptions) run(ctx context.Context, name string) error {
 	if p := r.Status.Plan; p != nil {
 		binding = p.Binding // what status shows now: the rollback is refused if it changes before it runs
 	}
-	changed.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: corr, Binding: binding, Approver: user, ApproverGroups: groups}
+	changed.Spec.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: corr, Binding: binding, Approver: user, ApproverGroups: groups, MaxActions: ro.maxActions}
 	if r.Spec.Approval != nil {
 		fmt.Fprintf(out, "Replacing the approval of plan %s.\n", esc(r.Spec.Approval.PlanID))
 		changed.Spec.Approval = nil

@@ -364,13 +364,14 @@ func TestEnvtest_PluginApproveAndRollback(t *testing.T) {
 
 	// rollback --yes sets spec.rollback and replaces the approval (the CEL
 	// rule forbids both).
-	r = plugin(t, kc, ns, nil, "rollback", "recon-a", "--yes")
+	r = plugin(t, kc, ns, nil, "rollback", "recon-a", "--yes", "--max-actions", "7")
 	if r.code != ExitOK {
 		t.Fatalf("rollback --yes exit %d, want 0", r.code)
 	}
 	spec := getRecon(t, ctx, ns, "recon-a").Spec
-	if spec.Rollback == nil || spec.Rollback.CorrelationID != "corr-91" || spec.Rollback.Approver != user || spec.Rollback.Binding != "sha256:0b1d" || spec.Approval != nil {
-		t.Fatalf("spec after rollback: rollback %+v approval %+v; want rollback {corr-91, sha256:0b1d, %s} and no approval", spec.Rollback, spec.Approval, user)
+	if spec.Rollback == nil || spec.Rollback.CorrelationID != "corr-91" || spec.Rollback.Approver != user || spec.Rollback.Binding != "sha256:0b1d" ||
+		spec.Rollback.MaxActions != 7 || spec.Approval != nil {
+		t.Fatalf("spec after rollback: rollback %+v approval %+v; want rollback {corr-91, sha256:0b1d, %s, maxActions 7} and no approval", spec.Rollback, spec.Approval, user)
 	}
 
 	// rollback --run names a run status does not show (a crashed apply a
