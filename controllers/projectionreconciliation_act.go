@@ -221,7 +221,7 @@ func withdrawnMessage(through int64) string {
 }
 
 // repairedThen follows a successful apply or rollback: the recovery is
-// re-triggered at once and names this reconciliation (issue 10 item 4),
+// re-triggered at once and names this reconciliation,
 // then a dry run refreshes the report and plan in the same reconcile.
 func (r *ProjectionReconciliationReconciler) repairedThen(ctx context.Context, s *reconScope, correlationID string) error {
 	s.repaired = true

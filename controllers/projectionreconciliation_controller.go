@@ -91,12 +91,8 @@ type reconScope struct {
 	unconfirmed liveVerdict
 }
 
-// RBAC: exactly the verbs of this reconciler's calls. Its own kind: the
-// cache (get/list/watch), confirmLive's uncached get and status Update,
-// never a write of the object;
-// the referenced recovery: an uncached get and touchRecovery's annotation
-// merge patch; subjectaccessreviews: sarPermission; secrets and events as the
-// recovery controller.
+// RBAC: exactly the verbs of this reconciler's calls (README, "Least
+// privilege"); it never writes its own object, only its status.
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionreconciliations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionreconciliations/status,verbs=update
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;patch
@@ -161,18 +157,11 @@ func (r *ProjectionReconciliationReconciler) Reconcile(ctx context.Context, req 
 	return ctrl.Result{RequeueAfter: next.requeueAfter}, nil
 }
 
-// confirmLive guards the two actions that write the projection. The
-// decision is taken on the informer cache's copy, which may lag the API
-// server: an approval (or rollback) withdrawn, edited, or deleted with its
-// object a moment ago may still be in the cache, and executing it would
-// repair money-moving rows on an instruction nobody holds any more (the
-// status write that follows would conflict, but the rows would already be
-// changed). So an apply or rollback runs only when an uncached read shows
-// the same object (UID), unchanged (resourceVersion), not being deleted;
-// otherwise nothing is done and nothing written. The window left is the
-// apply's own duration: the approval was current when it began, and the
-// workflow's guards (confirmation, SubjectAccessReview, plan expiry) still
-// run. Dry runs and idle reconciles never pay this read.
+// confirmLive: an apply or rollback runs only when an uncached read shows
+// the same object (UID), unchanged (resourceVersion), not being deleted.
+// The cache may still hold an approval withdrawn or edited a moment ago;
+// executing it would change money-moving rows on an instruction nobody
+// holds any more. Dry runs and idle reconciles never pay this read.
 func (r *ProjectionReconciliationReconciler) confirmLive(ctx context.Context, s *reconScope) error {
 	d := s.decision
 	if d.action != reconApply && d.action != reconRollback {

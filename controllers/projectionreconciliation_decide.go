@@ -59,24 +59,11 @@ type reconDecision struct {
 }
 
 // decideReconciliation chooses at most ONE action from the spec, the status
-// and the injected clock. Invariants (what breaks without them):
-//   - a scheduled run is always a dry run: a schedule never applies
-//     (reconciliation.txt: only an approval repairs);
-//   - an approval is executed once: status.outcome.planId records the
-//     planId it echoed, so a resync, a restart or a conflict retry never
-//     applies it again (a second apply of a stale plan could undo a fix);
-//   - a rollback runs once: for the successful apply status names, or, when
-//     a human sets spec.rollback (a new generation) to a run status does
-//     not name (a manager killed mid-apply journaled it and never reached
-//     status), once for that run; the workflow reverts only what that run
-//     of this scope still has applied, under the lease;
-//   - a refused apply or rollback is tried again only when a human edits
-//     the spec (a new generation), or by itself after a transient refusal
-//     (lease_unavailable, snapshot_unavailable: nothing was written).
-//
-// A successful apply or rollback is followed, in the same reconcile, by a
-// dry run that refreshes the report and plan (reconcileAct), so status never
-// shows the pre-repair plan as current.
+// and the injected clock (pure). A schedule only dry-runs; an approval runs
+// once (status.outcome.planId), a rollback once per run it names (see
+// rollbackPending); a refusal is retried only after a spec edit, or alone
+// after a transient one that wrote nothing. Without these a resync could
+// apply a stale plan twice and undo a fix.
 func decideReconciliation(spec *recoveryv1.ProjectionReconciliationSpec, st *recoveryv1.ProjectionReconciliationStatus, generation int64, now time.Time) reconDecision {
 	changed := generation != st.ObservedGeneration
 	if rb := spec.Rollback; rb != nil {

@@ -37,9 +37,9 @@ import (
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 )
 
-// Scheduled reconciliation of every scope (issue 10: "off by default, reports
-// drift as an Event and a metric, so an alert can fire before a user
-// notices"). With --reconcile-every set, every ProjectionRecovery this
+// Scheduled reconciliation of every scope, off by default: drift is reported
+// as an Event and a metric, so an alert can fire before a user notices.
+// With --reconcile-every set, every ProjectionRecovery this
 // manager reconciles gets a ProjectionReconciliation "<recovery>-scheduled"
 // whose spec.schedule.interval is the flag; the reconciliation controller
 // runs its dry runs, and their findings raise the DriftFound Warning event

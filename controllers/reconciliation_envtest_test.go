@@ -404,9 +404,9 @@ func waitScheduled(t *testing.T, ns, name, what string, cond func(*recoveryv1.Pr
 	return got
 }
 
-// TestEnvtest_ScheduleReportsDriftAsEventAndMetric (issue 10: scheduled
-// reconciliation of every scope, off by default, reports drift as an Event
-// and a metric): with --reconcile-every=1m the manager keeps a
+// TestEnvtest_ScheduleReportsDriftAsEventAndMetric: scheduled reconciliation
+// of every scope, off by default, reports drift as an Event and a metric:
+// with --reconcile-every=1m the manager keeps a
 // "<recovery>-scheduled" ProjectionReconciliation owned by the recovery
 // (controller, same UID), labelled managed-by=schedule, without approval;
 // its first dry run on the CURRENT scope is clean; an edit of its interval

@@ -43,7 +43,7 @@ const (
 const ApproveVerb = "approve"
 
 // Annotations the reconciliation controller sets on the ProjectionRecovery
-// after a successful apply or rollback (issue 10, item 4).
+// after a successful apply or rollback.
 const (
 	// AnnotationRequestedAt re-triggers the recovery controller at once (its
 	// predicates pass annotation changes): the repaired scope is proven

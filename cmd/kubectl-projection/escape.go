@@ -92,18 +92,11 @@ func unsafeRune(r rune) bool {
 	return false
 }
 
-// encodedPrinter is the -o json|yaml printer. The encoders escape C0
-// controls, but encoding/json writes DEL, C1 and the bidirectional controls
-// raw, the YAML emitter writes the bidirectional ones raw, and the YAML
-// printer fails outright on DEL and C1 ("control characters are not
-// allowed"), which would hide the object from -o yaml. So an object printed
-// to a terminal could still act on it. What JSON leaves raw is escaped
-// without changing the data: every such rune is inside a string, where
-// \uXXXX means the same rune. YAML has no escape inside a plain or
-// single-quoted scalar, so an object holding one is printed as that escaped
-// JSON instead, under a comment saying so (JSON is YAML: a YAML reader gets
-// the same object). Objects without such a rune print as the encoders
-// write them.
+// encodedPrinter is the -o json|yaml printer: no unsafe rune reaches the
+// terminal raw and no object is hidden (the YAML printer fails on DEL and
+// C1). JSON gets them as \uXXXX (the same data); YAML, which cannot escape
+// them in a plain scalar, prints such an object as that JSON under a comment.
+// Objects without one print as the encoders write them (docs/security.md).
 type encodedPrinter struct {
 	enc  printers.ResourcePrinter // the json or yaml printer
 	json printers.ResourcePrinter // the json printer, for yaml output

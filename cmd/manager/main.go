@@ -324,7 +324,7 @@ func run(args []string) error {
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up controller: %w", err)
 	}
-	// ProjectionReconciliation (issue 10): dry runs, approved applies and
+	// ProjectionReconciliation: dry runs, approved applies and
 	// rollbacks. Its own pools: it never creates recovery's schema and runs
 	// no outbox publisher.
 	if err := (&controllers.ProjectionReconciliationReconciler{
@@ -337,7 +337,7 @@ func run(args []string) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the reconciliation controller: %w", err)
 	}
-	// Scheduled reconciliation of every scope (issue 10), off unless
+	// Scheduled reconciliation of every scope, off unless
 	// --reconcile-every is set. Registered when off too: off removes the
 	// scheduled reconciliations an earlier run created.
 	if err := (&controllers.ProjectionReconciliationScheduler{

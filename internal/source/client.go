@@ -237,9 +237,9 @@ func VerifyPage(body []byte, afterSeq int64, afterDigest, expectDescriptor strin
 	if err := checkRequest(afterSeq, afterDigest, expectDescriptor, maxEvents); err != nil {
 		return nil, err
 	}
-	// One typed pass over the body (issue 12: decoding the body field by
-	// field, then every event again, was a third of the manager's CPU in a
-	// catch-up). Pointers tell a missing or null field from a zero value.
+	// One typed pass over the body: decoding field by field and then every
+	// event again costs a catch-up dearly (docs/performance.md). Pointers
+	// tell a missing or null field from a zero value.
 	body0, err := decodePage(body)
 	if err != nil {
 		return nil, malformedJSON(err)
