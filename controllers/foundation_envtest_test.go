@@ -142,7 +142,7 @@ func TestEnvtest_PrinterColumns(t *testing.T) {
 				t.Fatalf("kubectl get %s: %v: %s", resource, err, stderr.String())
 			}
 			header := strings.Fields(strings.SplitN(out.String(), "\n", 2)[0])
-			want := []string{"NAME", "SCOPE", "STATE", "VERIFIED", "BOUNDARY", "LAG", "REASON", "AGE"}
+			want := []string{"NAME", "SCOPE", "STATE", "VERIFIED", "BOUNDARY", "LAG", "REASON", "DRIFT", "AGE"}
 			if strings.Join(header, " ") != strings.Join(want, " ") {
 				t.Fatalf("kubectl get %s header = %v, want %v\n%s", resource, header, want, out.String())
 			}

@@ -110,17 +110,8 @@ func (r *ProjectionReconciliationReconciler) dryRun(ctx context.Context, s *reco
 		return nil
 	}
 	st.Report = reportSummary(d.Report)
-	st.Plan = planSummary(d.Plan, d.Rehearsal.WouldSucceed())
+	st.Plan = planSummary(d.Plan, d.Report, preflight(d.Plan, (&reconstore.Handlers{}).Registry(), s.repairDSN != "", r.Connections.NATS != nil))
 	st.Plan.Binding = s.binding
-	if !d.Rehearsal.WouldSucceed() {
-		why := d.Rehearsal.Reason
-		for _, a := range d.Rehearsal.Actions {
-			if a.Error != "" && why == "" {
-				why = a.ActionID + ": " + a.Error
-			}
-		}
-		logf.FromContext(ctx).Info("the plan's rehearsal would not succeed", "plan", d.Plan.PlanID, "why", s.redact(why))
-	}
 	r.Metrics.observeReport(s.obj, s.recovery.Spec.Scope, d.Report)
 	return nil
 }
@@ -130,6 +121,7 @@ func (r *ProjectionReconciliationReconciler) dryRun(ctx context.Context, s *reco
 // one is refused by the workflow (confirmation_required), nothing written.
 func (r *ProjectionReconciliationReconciler) apply(ctx context.Context, s *reconScope) error {
 	ap := s.obj.Spec.Approval
+	prev := s.obj.Status.Outcome
 	out := &recoveryv1.OutcomeSummary{Operation: opApply, PlanID: ap.PlanID, Approver: ap.Approver, At: nowTime(s.now)}
 	s.obj.Status.Outcome = out
 	if s.repairDSN == "" {
@@ -150,9 +142,16 @@ func (r *ProjectionReconciliationReconciler) apply(ctx context.Context, s *recon
 		out.Result, out.Message = resultRefused, err.Error()
 		return nil
 	}
-	o, err := wf.Apply(ctx, plan, recon.ApplyOptions{Principal: ap.Approver, Confirm: ap.PlanID, Only: ap.Only,
-		AllowIrreversible: ap.AllowIrreversible, MaxActions: int(ap.MaxActions)})
+	opt := recon.ApplyOptions{Principal: ap.Approver, Confirm: ap.PlanID, Only: ap.Only,
+		AllowIrreversible: ap.AllowIrreversible, MaxActions: int(ap.MaxActions)}
+	if first, n := notShown(plan, opt); n > 0 {
+		out.Result, out.Message = resultNotShown, fmt.Sprintf("%d selected action(s) were not shown in status.plan.items (first %s): "+
+			"approve what status shows with spec.approval.only, then the next dry run shows the rest; nothing written", n, first)
+		return nil
+	}
+	o, err := wf.Apply(ctx, plan, opt)
 	fillApplyOutcome(out, o, err)
+	waitForLease(prev, out, s.now)
 	if out.Result == resultOK {
 		return r.repairedThen(ctx, s, out.CorrelationID)
 	}
@@ -165,6 +164,7 @@ func (r *ProjectionReconciliationReconciler) apply(ctx context.Context, s *recon
 // rows the repair role wrote (records_untrusted).
 func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *reconScope) error {
 	rb := s.obj.Spec.Rollback
+	last := s.obj.Status.Outcome
 	out := &recoveryv1.OutcomeSummary{Operation: opRollback, CorrelationID: rb.CorrelationID, Approver: rb.Approver, At: nowTime(s.now)}
 	if prev := s.obj.Status.Outcome; prev != nil && prev.CorrelationID == rb.CorrelationID {
 		out.PlanID = prev.PlanID
@@ -202,6 +202,7 @@ func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *re
 			out.Message = strings.TrimSpace(withdrawnMessage(ro.WithdrawnThrough) + " " + out.Message)
 		}
 	}
+	waitForLease(last, out, s.now)
 	if out.Result == resultOK {
 		return r.repairedThen(ctx, s, rb.CorrelationID)
 	}

@@ -70,6 +70,8 @@ func decideReconciliation(spec *recoveryv1.ProjectionReconciliationSpec, st *rec
 		switch o := st.Outcome; {
 		case rollbackPending(rb, o, changed):
 			return reconDecision{action: reconRollback, why: "spec.rollback names a run not rolled back"}
+		case o != nil && o.Operation == opRollback && o.CorrelationID == rb.CorrelationID && o.Result == resultWaiting:
+			return retryWaiting(reconRollback, o, now)
 		case o != nil && o.Operation == opRollback && o.CorrelationID == rb.CorrelationID && transientResult(o.Result):
 			// The lease was busy (the recovery worker catching up after
 			// the apply, typically): nothing was reverted.
@@ -82,6 +84,8 @@ func decideReconciliation(spec *recoveryv1.ProjectionReconciliationSpec, st *rec
 			return reconDecision{action: reconApply, why: "spec.approval not executed yet"}
 		case o.Operation == opApply && o.Result != resultOK && changed:
 			return reconDecision{action: reconApply, why: "the refused approval was edited (e.g. its approver): trying it again"}
+		case o.Operation == opApply && o.Result == resultWaiting:
+			return retryWaiting(reconApply, o, now)
 		case o.Operation == opApply && transientResult(o.Result):
 			return retryTransient(reconApply, o, now)
 		}
@@ -134,6 +138,45 @@ func retryTransient(action reconAction, o *recoveryv1.OutcomeSummary, now time.T
 		return reconDecision{requeueAfter: until(now, o.At, reconRetry), why: "transient " + string(action) + " refusal: waiting to retry"}
 	}
 	return reconDecision{action: action, why: "the " + string(action) + " was refused for a transient reason: retrying"}
+}
+
+// resultWaiting is the outcome of an approved apply or rollback that found
+// the scope's lease held: not a failure, a wait. The recovery steps aside
+// when it sees it (repairAwaited) and the operation is tried again every
+// leaseWaitRetry; after leaseWaitLimit it is lease_unavailable, a transient
+// refusal retried at reconRetry.
+const resultWaiting = "waiting_for_lease"
+
+const (
+	leaseWaitRetry = 2 * time.Second
+	leaseWaitLimit = 2 * time.Minute
+)
+
+// retryWaiting runs action again leaseWaitRetry after the last attempt.
+func retryWaiting(action reconAction, o *recoveryv1.OutcomeSummary, now time.Time) reconDecision {
+	if before(now, o.At, leaseWaitRetry) {
+		return reconDecision{requeueAfter: until(now, o.At, leaseWaitRetry), why: "waiting for the scope's lease"}
+	}
+	return reconDecision{action: action, why: "the scope's lease was held: trying again"}
+}
+
+// waitForLease turns a lease_unavailable outcome into waiting_for_lease
+// while the wait for the same operation is younger than leaseWaitLimit
+// (prev is the outcome status showed before this attempt). Pure.
+func waitForLease(prev, out *recoveryv1.OutcomeSummary, now time.Time) {
+	if out.Result != string(recon.ResultLeaseUnavailable) {
+		return
+	}
+	since := now
+	if prev != nil && prev.Result == resultWaiting && prev.Operation == out.Operation && prev.PlanID == out.PlanID &&
+		(out.Operation != opRollback || prev.CorrelationID == out.CorrelationID) && prev.WaitingSince != nil {
+		since = prev.WaitingSince.Time
+	}
+	if now.Sub(since) >= leaseWaitLimit {
+		return
+	}
+	out.Result, out.WaitingSince = resultWaiting, nowTime(since)
+	out.Message = "the scope's lease is held; the recovery steps aside for an approved repair and this is tried again shortly (nothing written): " + out.Message
 }
 
 // transientResult: refusals that pass on their own (nothing was written).
@@ -256,7 +299,7 @@ func approvalInFlight(spec *recoveryv1.ProjectionReconciliationSpec, o *recovery
 	if spec.Approval == nil {
 		return false
 	}
-	return o == nil || o.Operation != opApply || o.PlanID != spec.Approval.PlanID || transientResult(o.Result)
+	return o == nil || o.Operation != opApply || o.PlanID != spec.Approval.PlanID || transientResult(o.Result) || o.Result == resultWaiting
 }
 
 // stillRequested: the spec still asks for the refused operation.

@@ -42,8 +42,7 @@ import (
 
 // Bounds of the status summaries (the CRD's MaxItems).
 const (
-	maxTopFindings  = 10
-	maxActionIDs    = 50
+	maxTopFindings  = 50
 	maxByInvariant  = 64
 	maxCauseLength  = 1024
 	maxIDLength     = 512
@@ -64,11 +63,7 @@ func (r *ProjectionReconciliationReconciler) computeStatus(s *reconScope) {
 	if o := st.Outcome; o != nil {
 		o.Message = truncate(s.redact(o.Message))
 	}
-	if rep := st.Report; rep != nil {
-		for i := range rep.Top {
-			rep.Top[i].Cause = truncateTo(s.redact(rep.Top[i].Cause), maxCauseLength)
-		}
-	}
+	redactView(st, s.redact)
 	set := reconConditions(&obj.Spec, st, s.stallReason, s.stallMessage)
 	if set.reason == ReasonRunFailed && s.runError != "" {
 		set.message = "the last dry run failed; retrying: " + s.runError
@@ -153,7 +148,8 @@ func (r *ProjectionReconciliationReconciler) publish(s *reconScope, before *reco
 		return
 	}
 	st := &s.obj.Status
-	if o := st.Outcome; o != nil && !equality.Semantic.DeepEqual(before.Status.Outcome, o) {
+	// A wait for the lease is no outcome yet: its retries publish nothing.
+	if o := st.Outcome; o != nil && o.Result != resultWaiting && !equality.Semantic.DeepEqual(before.Status.Outcome, o) {
 		typ, reason := corev1.EventTypeNormal, ReasonRepaired
 		if o.Operation == opRollback {
 			reason = ReasonRolledBack
@@ -201,7 +197,8 @@ func causeLine(rc recon.RootCause) string {
 	return truncateTo(fmt.Sprintf("%s (%s): %s", rc.Code, rc.Confidence, rc.Hint), maxCauseLength)
 }
 
-// reportSummary bounds a report for status: counts, ten findings with cause lines.
+// reportSummary bounds a report for status: counts, then the first
+// findings whole (findingSummary) within the budget.
 func reportSummary(rep *recon.Report) *recoveryv1.ReportSummary {
 	out := &recoveryv1.ReportSummary{Clean: rep.Clean, Findings: int32(len(rep.Findings))}
 	for k, n := range rep.ByKind {
@@ -221,35 +218,27 @@ func reportSummary(rep *recon.Report) *recoveryv1.ReportSummary {
 	if len(out.ByInvariant) > maxByInvariant {
 		out.ByInvariant = out.ByInvariant[:maxByInvariant]
 	}
+	used := 0
 	for i, f := range rep.Findings {
 		if i == maxTopFindings {
 			break
 		}
-		out.Top = append(out.Top, recoveryv1.FindingSummary{ID: truncateTo(f.ID, maxIDLength), Invariant: truncateTo(string(f.Invariant), maxStatusString),
-			Kind: string(f.Kind), Cause: causeLine(f.RootCause)})
+		fs := findingSummary(f)
+		if used += findingSize(fs); used > findingBudgetBytes {
+			break
+		}
+		out.Top = append(out.Top, fs)
 	}
 	return out
 }
 
-// planSummary bounds a plan for status: its id, fingerprint, expiry and the
-// first fifty action ids.
-func planSummary(p *recon.Plan, wouldSucceed bool) *recoveryv1.PlanSummary {
-	out := &recoveryv1.PlanSummary{PlanID: p.PlanID, Fingerprint: p.Fingerprint, Expires: ptrTime(p.Expires),
-		Actions: int32(len(p.Actions)), Manual: int32(len(p.Manual)), WouldSucceed: wouldSucceed}
-	for _, a := range p.Actions {
-		if len(out.ActionIDs) == maxActionIDs {
-			break
-		}
-		// An id longer than the schema's bound cannot be listed (the whole
-		// status patch would be refused) nor named in spec.approval.only:
-		// it is left out here and applied only by an approval of the whole
-		// plan; Actions still counts it.
-		if len(a.ID) > maxIDLength {
-			continue
-		}
-		out.ActionIDs = append(out.ActionIDs, a.ID)
-	}
-	return out
+// planSummary is a plan as status shows it: its id, fingerprint and
+// expiry, the actions an approver may approve shown whole (planItems), the
+// manual entries, and the preflight's verdict ("" would succeed).
+func planSummary(p *recon.Plan, rep *recon.Report, preflight string) *recoveryv1.PlanSummary {
+	return &recoveryv1.PlanSummary{PlanID: p.PlanID, Fingerprint: p.Fingerprint, Expires: ptrTime(p.Expires),
+		Actions: int32(len(p.Actions)), Items: planItems(p), Manual: int32(len(p.Manual)), ManualItems: manualItems(p, rep),
+		WouldSucceed: preflight == "", Preflight: preflight}
 }
 
 // fillApplyOutcome folds the workflow's outcome into the status summary.

@@ -103,6 +103,11 @@ type recoveryScope struct {
 	done bool
 	// carried is the unit the previous cycle fetched for this one, if any.
 	carried *carriedUnit
+	// reconsRead: the reconciliations of this recovery were read; drift is
+	// what their reports know (nil: none open), reconciliations how many.
+	reconsRead      bool
+	drift           *recoveryv1.OpenDrift
+	reconciliations int
 }
 
 // phase is one small step of a reconcile. A phase that cannot continue sets
@@ -114,12 +119,14 @@ type phase func(ctx context.Context, s *recoveryScope) error
 // never an update); status update: writeStatus's optimistic-lock Update;
 // secrets get: reconcileSecrets, through the uncached API reader; secrets
 // list/watch: the metadata-only watch of WatchSecrets (the chart drops both
-// verbs when the watch is off);
+// verbs when the watch is off); projectionreconciliations get/list/watch:
+// reconcileRepairs reads a recovery's reconciliations from the cache;
 // events: the events.k8s.io recorder creates and patches (series).
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries/status,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionreconciliations,verbs=get;list;watch
 
 // Reconcile runs one bounded cycle for one scope and writes status once.
 func (r *ProjectionRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -201,6 +208,7 @@ func (r *ProjectionRecoveryReconciler) phases() []phase {
 		r.reconcileScopeClaim,
 		r.reconcileSuspend,
 		r.reconcileSecrets,
+		r.reconcileRepairs,
 		r.reconcileCycle,
 	}
 }
@@ -285,6 +293,9 @@ func (r *ProjectionRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		return err
 	}
 	if b, err = r.setupSecretWatch(mgr, b); err != nil {
+		return err
+	}
+	if b, err = r.setupRepairWatch(mgr, b); err != nil {
 		return err
 	}
 	if r.Triggers != nil {

@@ -49,8 +49,8 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	obj := s.obj
 	st := &obj.Status
 	st.ObservedGeneration = obj.Generation
-	// Issue 10 item 4: the scope names the reconciliation that last repaired
-	// it (the annotation is set by the ProjectionReconciliation controller).
+	// The scope names the reconciliation that last repaired it (the
+	// annotation is set by the ProjectionReconciliation controller).
 	st.LastReconciliation = truncateTo(obj.Annotations[recoveryv1.AnnotationReconciledBy], 512)
 	// The request (if any) this reconcile saw is handled: its cycle ran, or
 	// the reason says why none did. Status is computed only when the
@@ -94,6 +94,8 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	switch {
 	case s.reason == recoveryv1.ReasonSuspended:
 		// Nothing to schedule: un-suspending changes the generation.
+	case s.reason == recoveryv1.ReasonRepairPending:
+		result.RequeueAfter = repairPendingRequeue
 	case s.state == "":
 		result.RequeueAfter = obj.Spec.EffectiveInterval()
 	case observer:
@@ -112,7 +114,12 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	if stateless(s.reason) {
 		condState = "" // neither progressing nor proven: the reason says why
 	}
-	applyConditions(&st.Conditions, conditionsFor(condState, s.reason, st.Message), obj.Generation, metav1.NewTime(s.now.Truncate(time.Second)))
+	now := metav1.NewTime(s.now.Truncate(time.Second))
+	applyConditions(&st.Conditions, conditionsFor(condState, s.reason, st.Message), obj.Generation, now)
+	if s.reconsRead {
+		st.OpenDrift = s.drift
+		applyDriftCondition(&st.Conditions, s.drift, s.reconciliations, obj.Generation, now)
+	}
 	return result
 }
 
@@ -166,6 +173,9 @@ func completenessOf(st *recoveryv1.ProjectionRecoveryStatus) completeness.Comple
 	}
 	if p := st.Progress; p != nil {
 		c.EventsPerSecond, c.ETA = p.EventsPerSecond, p.ETA
+	}
+	if d := st.OpenDrift; d != nil {
+		c.OpenDrift = &completeness.OpenDrift{Reconciliation: d.Reconciliation, Findings: d.Findings}
 	}
 	return c
 }

@@ -77,6 +77,11 @@ func (c scopeIndexedClient) List(ctx context.Context, list client.ObjectList, op
 	if lo.FieldSelector != nil {
 		scope, indexed = lo.FieldSelector.RequiresExactMatch(scopeIndexField)
 	}
+	if ref, byRef := "", false; lo.FieldSelector != nil {
+		if ref, byRef = lo.FieldSelector.RequiresExactMatch(recoveryRefIndexField); byRef {
+			return c.listByRecoveryRef(ctx, list, lo, ref)
+		}
+	}
 	prl, ok := list.(*recoveryv1.ProjectionRecoveryList)
 	if !indexed || !ok {
 		return c.Client.List(ctx, list, opts...)
@@ -88,6 +93,26 @@ func (c scopeIndexedClient) List(ctx context.Context, list client.ObjectList, op
 	kept := prl.Items[:0]
 	for _, it := range prl.Items {
 		if it.Spec.Scope == scope {
+			kept = append(kept, it)
+		}
+	}
+	prl.Items = kept
+	return nil
+}
+
+// listByRecoveryRef serves setupRepairWatch's index the same way.
+func (c scopeIndexedClient) listByRecoveryRef(ctx context.Context, list client.ObjectList, lo *client.ListOptions, ref string) error {
+	prl, ok := list.(*recoveryv1.ProjectionReconciliationList)
+	if !ok {
+		return c.Client.List(ctx, list, lo)
+	}
+	lo.FieldSelector = nil
+	if err := c.Client.List(ctx, prl, lo); err != nil {
+		return err
+	}
+	kept := prl.Items[:0]
+	for _, it := range prl.Items {
+		if it.Spec.RecoveryRef.Name == ref {
 			kept = append(kept, it)
 		}
 	}

@@ -114,11 +114,11 @@ func TestReconcile_ACrashedApplyIsRolledBackByItsRunID(t *testing.T) {
 		s.Approval = nil
 		s.Rollback = &recoveryv1.ReconciliationRollback{CorrelationID: crashed, Binding: applied.Status.Plan.Binding, Approver: "alice", ApproverGroups: personGroups}
 	})
-	// A refusal while the recovery worker holds the lease (it catches up
-	// after the apply) is transient and retried (reconRetry).
+	// A rollback that meets the recovery worker's lease (it catches up
+	// after the apply) waits while the recovery steps aside.
 	got := waitRecon(t, ns, pr.Name, "the crashed run's rollback", func(o *recoveryv1.ProjectionReconciliation) bool {
 		oc := o.Status.Outcome
-		return oc != nil && oc.Operation == opRollback && oc.CorrelationID == crashed && !transientResult(oc.Result)
+		return oc != nil && oc.Operation == opRollback && oc.CorrelationID == crashed && !transientResult(oc.Result) && oc.Result != resultWaiting
 	})
 	if oc := got.Status.Outcome; oc.Result != resultOK || oc.RolledBack < 1 || oc.PlanID != planID {
 		t.Fatalf("rollback outcome %+v, want ok with the run's actions rolled back and its plan %s", oc, planID)

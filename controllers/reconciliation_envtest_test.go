@@ -150,10 +150,10 @@ func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
 	ns := newNamespace(t)
 	f, pr, o := reportedOrphanPlan(t, ns, "recon-orphan", "orphan")
 	rep, plan := o.Status.Report, o.Status.Plan
-	if rep.Findings == 0 || len(rep.Top) == 0 || plan.Actions != 1 || plan.Expires == nil || len(plan.ActionIDs) != 1 {
+	if rep.Findings == 0 || len(rep.Top) == 0 || plan.Actions != 1 || plan.Expires == nil || len(plan.Items) != 1 {
 		t.Fatalf("report %+v plan %+v: want a finding and one action", rep, plan)
 	}
-	t.Logf("plan %s: %v, rehearsal would succeed: %t", plan.PlanID, plan.ActionIDs, plan.WouldSucceed)
+	t.Logf("plan %s: %+v, preflight ok: %t", plan.PlanID, plan.Items, plan.WouldSucceed)
 	top := rep.Top[0]
 	if top.Invariant != string(recon.TradePresentInSource) || !strings.HasPrefix(top.Cause, string(recon.CauseNotInConsensus)+" (") || !strings.Contains(top.ID, "orphan-1") {
 		t.Fatalf("top finding %+v: want %s caused by %s on orphan-1", top, recon.TradePresentInSource, recon.CauseNotInConsensus)

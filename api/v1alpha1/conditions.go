@@ -37,6 +37,22 @@ const (
 	// an operator: a page was refused for a review reason (BLOCKED) or the
 	// spec references something that does not exist.
 	ConditionStalled = "Stalled"
+	// ConditionDriftDetected is True when a ProjectionReconciliation of this
+	// recovery reports open findings (status.openDrift names it): the scope
+	// can be CURRENT, every event verified, while a record the recovery does
+	// not re-read (behind its cursor) is known to be wrong. False when every
+	// reconciliation of it reports none; absent when none exists. It is not
+	// a kstatus condition: Ready keeps meaning "verified through the
+	// boundary".
+	ConditionDriftDetected = "DriftDetected"
+)
+
+// DriftDetected reasons.
+const (
+	// ReasonOpenFindings: the last report of a reconciliation holds findings.
+	ReasonOpenFindings = "OpenFindings"
+	// ReasonNoOpenFindings: every reconciliation's last report is clean.
+	ReasonNoOpenFindings = "NoOpenFindings"
 )
 
 // Condition reasons. Reasons are CamelCase as metav1.Condition requires; the
@@ -82,6 +98,12 @@ const (
 	// Resources of other namespaces never cause it: they meet at the
 	// database's lease only if they reach the same database.
 	ReasonDuplicateScope = "DuplicateScope"
+	// ReasonRepairPending: an approved repair or rollback of a
+	// ProjectionReconciliation of this scope is waiting to run. The recovery
+	// releases the scope's lease and runs no cycle until it has run (or a
+	// bounded wait passes), so the repair does not wait for the lease to
+	// expire. The message names the reconciliation.
+	ReasonRepairPending = "RepairPending"
 )
 
 // ReasonVerificationWithdrawn is the reason of the Warning Event emitted when

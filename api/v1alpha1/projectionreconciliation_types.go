@@ -229,6 +229,139 @@ type FindingSummary struct {
 	// Cause is the root-cause line (code, confidence, hint).
 	// +kubebuilder:validation:MaxLength=1024
 	Cause string `json:"cause,omitempty"`
+	// Statement is the invariant's statement: what must hold.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Statement string `json:"statement,omitempty"`
+	// Record names the record: its table and identity.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Record string `json:"record,omitempty"`
+	// Actual is the record as SQL holds it (absent when SQL has none).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Actual []FieldValue `json:"actual,omitempty"`
+	// Expected is the record as the source proves it (absent when the
+	// source has none).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Expected []FieldValue `json:"expected,omitempty"`
+	// ActualAbsent and ExpectedAbsent say that side has no record at all.
+	// +optional
+	ActualAbsent bool `json:"actualAbsent,omitempty"`
+	// +optional
+	ExpectedAbsent bool `json:"expectedAbsent,omitempty"`
+	// Detail adds what the values alone do not say.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Detail string `json:"detail,omitempty"`
+	// RootCause is the cause with its code, confidence, hint and evidence.
+	// +optional
+	RootCause *RootCauseSummary `json:"rootCause,omitempty"`
+	// Guidance is what a person should do about it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Guidance string `json:"guidance,omitempty"`
+	// Truncated is true when a value or list of this finding was cut to fit
+	// status: the full finding is in the run record.
+	// +optional
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// FieldValue is one field of a record.
+type FieldValue struct {
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name"`
+	// +kubebuilder:validation:MaxLength=256
+	Value string `json:"value"`
+}
+
+// FieldChange is one field an action changes, as before → after. A field
+// the record gains has no before; one it loses has no after.
+type FieldChange struct {
+	// +kubebuilder:validation:MaxLength=64
+	Field string `json:"field"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Before *string `json:"before,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	After *string `json:"after,omitempty"`
+}
+
+// RootCauseSummary is a finding's root cause.
+type RootCauseSummary struct {
+	// +kubebuilder:validation:MaxLength=64
+	Code string `json:"code"`
+	// +kubebuilder:validation:MaxLength=16
+	Confidence string `json:"confidence"`
+	// +kubebuilder:validation:MaxLength=1024
+	Hint string `json:"hint,omitempty"`
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=512
+	Evidence []string `json:"evidence,omitempty"`
+}
+
+// PlannedAction is one action of the plan exactly as an approver approves
+// it: what it touches, every field it changes, and how it is undone.
+type PlannedAction struct {
+	// ID is what spec.approval.only names.
+	// +kubebuilder:validation:MaxLength=512
+	ID string `json:"id"`
+	// +kubebuilder:validation:MaxLength=64
+	Kind string `json:"kind"`
+	// Target is the record's identity.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Target []FieldValue `json:"target,omitempty"`
+	// Effect is create (the record does not exist yet), delete (it goes),
+	// update, or none (the action changes no record field).
+	// +kubebuilder:validation:Enum=create;update;delete;none
+	Effect string `json:"effect"`
+	// Changes lists every field whose value the action changes.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Changes []FieldChange `json:"changes,omitempty"`
+	// +kubebuilder:validation:MaxLength=16
+	Risk       string `json:"risk"`
+	Reversible bool   `json:"reversible"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	LifecycleEvent string `json:"lifecycleEvent,omitempty"`
+	// Rollback says how the action is undone (or why it cannot be).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Rollback string `json:"rollback,omitempty"`
+	// Findings are the ids of the findings it resolves.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=512
+	Findings []string `json:"findings,omitempty"`
+}
+
+// ManualItem is a finding the planner refused to touch: a person decides.
+type ManualItem struct {
+	// +kubebuilder:validation:MaxLength=512
+	FindingID string `json:"findingId"`
+	// +kubebuilder:validation:MaxLength=128
+	Invariant string `json:"invariant"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Record string `json:"record,omitempty"`
+	// Reason is why no action was planned.
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason"`
+	// Guidance is what a person should do.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Guidance string `json:"guidance,omitempty"`
 }
 
 // ReportSummary is the bounded summary of the last report.
@@ -245,8 +378,9 @@ type ReportSummary struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
 	ByInvariant []CountByName `json:"byInvariant,omitempty"`
-	// Top holds at most ten findings with their cause lines.
-	// +kubebuilder:validation:MaxItems=10
+	// Top holds the first findings (at most fifty) with their values and
+	// cause, in the report's order.
+	// +kubebuilder:validation:MaxItems=50
 	// +listType=atomic
 	Top []FindingSummary `json:"top,omitempty"`
 }
@@ -258,16 +392,33 @@ type PlanSummary struct {
 	// +kubebuilder:validation:MaxLength=64
 	Fingerprint string       `json:"fingerprint"`
 	Expires     *metav1.Time `json:"expires,omitempty"`
-	// Actions is the number of planned actions; ActionIDs lists at most 50.
+	// Actions is the number of planned actions.
 	Actions int32 `json:"actions"`
-	// +kubebuilder:validation:MaxItems=50
-	// +kubebuilder:validation:items:MaxLength=512
+	// Items shows the plan's first actions whole, in plan order, as many
+	// as fit status (at most fifty). Only these can be approved: an
+	// approval selecting an action not shown here is refused
+	// (plan_not_shown). A larger plan is approved a page at a time with
+	// spec.approval.only; the next dry run shows the rest.
+	// +optional
 	// +listType=atomic
-	ActionIDs []string `json:"actionIds,omitempty"`
+	// +kubebuilder:validation:MaxItems=50
+	Items []PlannedAction `json:"items,omitempty"`
 	// Manual is the number of findings the planner refused to touch.
 	Manual int32 `json:"manual"`
-	// WouldSucceed is the rehearsal's verdict: every action ran in a rolled-back transaction.
+	// ManualItems shows the first of them (at most fifty) with the reason
+	// and what a person should do.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=50
+	ManualItems []ManualItem `json:"manualItems,omitempty"`
+	// WouldSucceed is the preflight's verdict: every action has a handler,
+	// the hooks it needs (publisher, recovery trigger) are wired, and a
+	// repair DSN is configured. Nothing is executed to know it.
 	WouldSucceed bool `json:"wouldSucceed"`
+	// Preflight says why WouldSucceed is false.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Preflight string `json:"preflight,omitempty"`
 	// Binding identifies what the plan was made under: the referenced
 	// ProjectionRecovery (uid, generation) and every Secret the repair
 	// reads (uid, resourceVersion), hashed. An approval or rollback echoes
@@ -304,6 +455,11 @@ type OutcomeSummary struct {
 	// +kubebuilder:validation:MaxLength=253
 	Approver string       `json:"approver,omitempty"`
 	At       *metav1.Time `json:"at,omitempty"`
+	// WaitingSince is set while Result is waiting_for_lease: when the
+	// operation first found the scope's lease held. The recovery steps
+	// aside meanwhile; past a bounded wait the result is lease_unavailable.
+	// +optional
+	WaitingSince *metav1.Time `json:"waitingSince,omitempty"`
 }
 
 // ProjectionReconciliationStatus is the observed state. It stays small

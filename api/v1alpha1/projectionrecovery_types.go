@@ -210,6 +210,20 @@ type LeaseStatus struct {
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 }
 
+// OpenDrift is what a reconciliation of the scope knows to be wrong.
+type OpenDrift struct {
+	// Reconciliation is the ProjectionReconciliation's name (same namespace).
+	// +kubebuilder:validation:MaxLength=253
+	Reconciliation string `json:"reconciliation"`
+	// Findings is the number of findings of its last report.
+	Findings int32 `json:"findings"`
+	// Clean is the report's verdict (no inconsistent finding).
+	Clean bool `json:"clean"`
+	// ReportedAt is when that report was made.
+	// +optional
+	ReportedAt *metav1.Time `json:"reportedAt,omitempty"`
+}
+
 // ProjectionRecoveryStatus mirrors the catch-up cursor (FR-APR05, FR-APR11).
 type ProjectionRecoveryStatus struct {
 	// ObservedGeneration is the generation the status was computed for.
@@ -224,6 +238,12 @@ type ProjectionRecoveryStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	LastReconciliation string `json:"lastReconciliation,omitempty"`
+
+	// OpenDrift names the ProjectionReconciliation whose last report holds
+	// findings, when one does: a CURRENT scope with open drift is complete
+	// in what the recovery verified, not "nothing known to be wrong".
+	// +optional
+	OpenDrift *OpenDrift `json:"openDrift,omitempty"`
 
 	// LastHandledRequestedAt is the value of the
 	// recovery.projection.io/requested-at annotation when a reconcile last
@@ -332,6 +352,7 @@ type CatchUpProgress struct {
 // +kubebuilder:printcolumn:name="Boundary",type=integer,JSONPath=`.status.observedBoundarySeq`
 // +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.lag`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Drift",type=integer,JSONPath=`.status.openDrift.findings`,description="Open findings of the reconciliation status.openDrift names"
 // +kubebuilder:printcolumn:name="Rate",type=integer,JSONPath=`.status.progress.eventsPerSecond`,priority=1,description="Verified events per second over the last cycles (while CATCHING_UP)"
 // +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.progress.eta`,priority=1,description="Estimated time to CURRENT at that rate"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1

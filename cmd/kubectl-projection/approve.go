@@ -100,6 +100,7 @@ type approveOptions struct {
 	planID            string
 	only              []string
 	allowIrreversible bool
+	shown             bool
 	maxActions        int32
 }
 
@@ -108,8 +109,11 @@ func newApproveCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approve NAME",
 		Short: "Approve the current repair plan as the user the API server authenticates",
-		Long: `Show the current plan of a ProjectionReconciliation and approve it: type the
-planId to confirm (or pass --plan-id for scripts). The plugin sets
+		Long: `Show the changes the current plan of a ProjectionReconciliation would make,
+each field as before → after, and approve them: type the planId to confirm
+(or pass --plan-id for scripts). Only actions status shows can be approved:
+a plan larger than what status shows is approved a page at a time
+(--shown or --only), and the next dry run shows the rest. The plugin sets
 spec.approval {planId, approver} where approver is the user the API server
 names through a SelfSubjectReview (what 'kubectl auth whoami' shows), never a
 name from the command line. Only a user allowed the 'approve' verb on
@@ -131,6 +135,7 @@ Exit codes: 0 approved, 1 error (incl. the resource changed meanwhile),
 	}
 	cmd.Flags().StringVar(&ao.planID, "plan-id", "", "Confirm with this planId instead of typing it (scripts); must be the current plan's")
 	cmd.Flags().StringSliceVar(&ao.only, "only", nil, "Apply only these action ids (comma-separated; see 'plan')")
+	cmd.Flags().BoolVar(&ao.shown, "shown", false, "Apply exactly the actions status shows (a plan too large to show whole is approved a page at a time)")
 	cmd.Flags().BoolVar(&ao.allowIrreversible, "allow-irreversible", false, "Include irreversible actions (excluded otherwise)")
 	cmd.Flags().Int32Var(&ao.maxActions, "max-actions", 0, "Blast radius: refuse when more actions are selected (1..1000; default: the API default, 50)")
 	return cmd
@@ -149,16 +154,30 @@ func (ao *approveOptions) run(ctx context.Context, name string) error {
 		return err
 	}
 	out := ao.streams.Out
-	writePlan(out, r, ao.now())
 	if err := approvable(r, ao.now()); err != nil {
+		writePlan(out, r, ao.now())
 		return err
 	}
 	plan := r.Status.Plan
-	if err := checkOnly(ao.only, plan); err != nil {
+	only, err := selection(ao.only, ao.shown, plan)
+	if err != nil {
 		return err
 	}
+	sel := selected(plan, only, ao.allowIrreversible)
+	if len(sel) == 0 {
+		return refused("nothing selected in plan %s (irreversible actions need --allow-irreversible): nothing approved", esc(plan.PlanID))
+	}
+	fmt.Fprintf(out, "ProjectionReconciliation %s/%s: plan %s, %d of %d action%s selected\n",
+		esc(r.Namespace), esc(r.Name), esc(plan.PlanID), len(sel), plan.Actions, plural(int64(plan.Actions)))
+	fmt.Fprintln(out, "You approve these changes (~ changed, + added, - removed):")
+	for _, it := range sel {
+		writeAction(out, it)
+	}
+	if plan.Manual > 0 {
+		fmt.Fprintf(out, "Not touched: %d finding%s left to a person ('kubectl projection plan %s' lists them).\n", plan.Manual, plural(int64(plan.Manual)), esc(name))
+	}
 	if !plan.WouldSucceed {
-		fmt.Fprintln(ao.streams.ErrOut, "warning: the rehearsal of this plan failed; the apply of the whole plan is expected to fail")
+		fmt.Fprintf(ao.streams.ErrOut, "warning: the plan fails its preflight (%s); the apply is expected to fail\n", esc(plan.Preflight))
 	}
 	if ao.planID != "" {
 		if ao.planID != plan.PlanID {
@@ -169,7 +188,7 @@ func (ao *approveOptions) run(ctx context.Context, name string) error {
 	}
 	changed := r.DeepCopy()
 	changed.Spec.Approval = &recoveryv1.ReconciliationApproval{
-		PlanID: plan.PlanID, Binding: plan.Binding, Approver: user, ApproverGroups: groups, Only: ao.only,
+		PlanID: plan.PlanID, Binding: plan.Binding, Approver: user, ApproverGroups: groups, Only: only,
 		AllowIrreversible: ao.allowIrreversible, MaxActions: ao.maxActions,
 	}
 	if r.Spec.Rollback != nil {
@@ -184,18 +203,43 @@ func (ao *approveOptions) run(ctx context.Context, name string) error {
 	return nil
 }
 
-// checkOnly refuses --only ids the plan does not have, when the status lists
-// every action id (it lists at most fifty; beyond, the controller decides).
-func checkOnly(only []string, p *recoveryv1.PlanSummary) error {
-	if len(only) == 0 || int(p.Actions) > len(p.ActionIDs) {
-		return nil
+// selection is what the approval's only names: the --only ids, every one
+// of them shown in status.plan.items; or, with --shown, every shown item.
+// Without either, the whole plan, which must then be shown whole: nobody
+// confirms an action they could not read (the controller refuses it too,
+// plan_not_shown).
+func selection(only []string, shown bool, p *recoveryv1.PlanSummary) ([]string, error) {
+	ids := make([]string, 0, len(p.Items))
+	for _, it := range p.Items {
+		ids = append(ids, it.ID)
+	}
+	switch {
+	case shown && len(only) > 0:
+		return nil, usageErr(errors.New("--shown and --only exclude each other"))
+	case shown:
+		return ids, nil
+	case len(only) == 0 && int(p.Actions) > len(p.Items):
+		return nil, refused("plan %s has %d actions and status shows %d: approve what is shown (--shown, or --only ids), then the next dry run shows the rest; nothing approved",
+			esc(p.PlanID), p.Actions, len(p.Items))
 	}
 	for _, id := range only {
-		if !slices.Contains(p.ActionIDs, id) {
-			return refused("--only %q is not an action of plan %s: nothing approved", id, esc(p.PlanID))
+		if !slices.Contains(ids, id) {
+			return nil, refused("--only %q is not an action shown in plan %s: nothing approved", id, esc(p.PlanID))
 		}
 	}
-	return nil
+	return only, nil
+}
+
+// selected are the shown items an approval of only would apply, in plan
+// order (the controller's rule: only, then the irreversible opt-in).
+func selected(p *recoveryv1.PlanSummary, only []string, allowIrreversible bool) []recoveryv1.PlannedAction {
+	var out []recoveryv1.PlannedAction
+	for _, it := range p.Items {
+		if (len(only) == 0 || slices.Contains(only, it.ID)) && (it.Reversible || allowIrreversible) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 type rollbackOptions struct {

@@ -221,7 +221,7 @@ func driftStatus(expires time.Time) recoveryv1.ProjectionReconciliationStatus {
 		},
 		Plan: &recoveryv1.PlanSummary{
 			PlanID: "plan-7f3a", Fingerprint: "sha256:ab12", Expires: &exp, Actions: 2,
-			ActionIDs: []string{"insert-trade:t-17", "rederive-position:acct-9"}, Manual: 0, WouldSucceed: true,
+			Items: []recoveryv1.PlannedAction{testItem("insert-trade:t-17"), testItem("rederive-position:acct-9")}, Manual: 0, WouldSucceed: true,
 			Binding: "sha256:0b1d",
 		},
 		Outcome: &recoveryv1.OutcomeSummary{Operation: "apply", Result: "ok", Applied: 2, Verified: 2, VerificationRan: true, CorrelationID: "corr-91", Approver: "carol", At: &last},
@@ -279,7 +279,7 @@ func TestEnvtest_PluginStatusReportPlan(t *testing.T) {
 	if r.code != ExitOK {
 		t.Fatalf("plan exit %d, want 0", r.code)
 	}
-	mustContain(t, "plan", r.out, "Plan:          plan-7f3a", "sha256:ab12", "insert-trade:t-17", "Would succeed: yes")
+	mustContain(t, "plan", r.out, "Plan:          plan-7f3a", "sha256:ab12", "insert-trade:t-17", "~ quantity  1 → 2", "Preflight:     ok")
 
 	r = plugin(t, kc, ns, nil, "report", "missing")
 	if r.code != ExitError || !strings.Contains(r.errOut, "not found") {
@@ -475,4 +475,11 @@ func lastFrame(s string) string {
 		return ""
 	}
 	return s[i:]
+}
+
+// testItem is a reversible planned action with one changed field.
+func testItem(id string) recoveryv1.PlannedAction {
+	b, a := "1", "2"
+	return recoveryv1.PlannedAction{ID: id, Kind: "rederive_position", Effect: "update", Risk: "low", Reversible: true,
+		Changes: []recoveryv1.FieldChange{{Field: "quantity", Before: &b, After: &a}}}
 }

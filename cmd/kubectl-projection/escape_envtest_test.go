@@ -65,7 +65,7 @@ func TestEnvtest_PluginEscapesWhatItPrints(t *testing.T) {
 			ByInvariant: []recoveryv1.CountByName{{Name: "trade_exists" + h, Count: 1}},
 			Top:         []recoveryv1.FindingSummary{{ID: "trade_exists@" + h, Invariant: "trade_exists", Kind: "\x1b[8m\u202e", Cause: "live_feed_gap " + h}}},
 		Plan: &recoveryv1.PlanSummary{PlanID: "plan-" + h, Fingerprint: "sha256:\x1b[8m", Expires: &exp, Actions: 2,
-			ActionIDs: []string{"insert-trade:" + h, "\u202erederive"}, WouldSucceed: true},
+			Items: []recoveryv1.PlannedAction{testItem("insert-trade:" + h), testItem("\u202erederive")}, WouldSucceed: true},
 		Outcome: &recoveryv1.OutcomeSummary{Operation: "apply", Result: "failed" + h, CorrelationID: "corr-" + h, Approver: "carol" + h, At: &last},
 	})
 
@@ -83,11 +83,11 @@ func TestEnvtest_PluginEscapesWhatItPrints(t *testing.T) {
 		{name: "report", args: []string{"report", "recon-a"}, code: ExitRefused,
 			want: []string{"trade_exists@" + hostileEscaped[0], "cause: live_feed_gap " + hostileEscaped[0], `\x1b[8m\u202e`}},
 		{name: "plan", args: []string{"plan", "recon-a"}, code: ExitOK,
-			want: []string{"Plan:          plan-" + hostileEscaped[0], `sha256:\x1b[8m`, `  - \u202erederive`}},
+			want: []string{"Plan:          plan-" + hostileEscaped[0], `sha256:\x1b[8m`, `id: \u202erederive`}},
 		{name: "approve, wrong planId typed", in: "plan-x\n", args: []string{"approve", "recon-a"}, code: ExitRefused,
 			want: []string{"Type the planId to approve it as alice@example.com", `which is not "plan-\x1b[2J`}},
 		{name: "approve --only an unknown action", args: []string{"approve", "recon-a", "--only", "nope"}, code: ExitRefused,
-			want: []string{`--only "nope" is not an action of plan plan-` + hostileEscaped[0]}},
+			want: []string{`--only "nope" is not an action shown in plan plan-` + hostileEscaped[0]}},
 		{name: "rollback of a failed apply", args: []string{"rollback", "recon-a", "--yes"}, code: ExitRefused,
 			want: []string{"did not succeed (result failed" + hostileEscaped[0]}},
 		{name: "recheck --wait", args: []string{"recheck", "venue-a", "--wait", "--timeout", "30s"}, code: ExitRefused,

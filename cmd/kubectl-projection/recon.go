@@ -75,11 +75,12 @@ func newReportCommand(o *options) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "report NAME",
-		Short: "Show a ProjectionReconciliation's report: clean, counts, top findings with their cause",
+		Short: "Show a ProjectionReconciliation's report: clean, counts, each finding with both sides and its cause",
 		Long: `Show the last report of a ProjectionReconciliation (status.report): whether the
 projection is clean, the number of findings by drift kind and by invariant,
-and the top findings (at most ten) each with its root-cause line. The full
-report is in PostgreSQL (projection_reconciliation_runs).
+and the findings (the first fifty) each with its invariant, the record as
+SQL holds it and as the source proves it, and its root cause (code,
+confidence, hint, evidence). Everything is read through the API server.
 
 Exit codes: 0 no finding, 1 error, 2 usage, 3 any finding (drift, even when
 "clean", which only means no inconsistent finding) or no report yet.`,
@@ -138,14 +139,12 @@ func writeReport(out io.Writer, r *recoveryv1.ProjectionReconciliation, now time
 	if len(rep.Top) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "Top findings (%d of %d):\n", len(rep.Top), rep.Findings)
+	fmt.Fprintf(out, "Findings (%d of %d shown):\n", len(rep.Top), rep.Findings)
 	for _, f := range rep.Top {
-		fmt.Fprintf(out, "  %-12s %s\n", esc(f.Kind), esc(f.ID))
-		cause := f.Cause
-		if cause == "" {
-			cause = "(no cause recorded)"
-		}
-		fmt.Fprintf(out, "  %-12s cause: %s\n", "", esc(cause))
+		writeFinding(out, f)
+	}
+	if more := int(rep.Findings) - len(rep.Top); more > 0 {
+		fmt.Fprintf(out, "  ... and %d more not shown (the run record in PostgreSQL holds them)\n", more)
 	}
 }
 
@@ -168,14 +167,17 @@ func newPlanCommand(o *options) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "plan NAME",
-		Short: "Show a ProjectionReconciliation's repair plan: planId, fingerprint, expiry, actions, rehearsal",
+		Short: "Show a ProjectionReconciliation's repair plan: every action as before → after, and what is left to a person",
 		Long: `Show the last dry run's repair plan (status.plan): its planId (what approve
 asks you to type), the fingerprint of the state it was computed on, when it
-expires, the number of actions and their ids (at most fifty), the findings
-the planner refused to touch (manual), and whether its rehearsal (every
-action run in a rolled-back transaction) succeeded.
+expires, and every action status shows (the first fifty, in plan order):
+its kind and target, each field it changes as before → after, its risk,
+whether it is reversible, its lifecycle event and its rollback text; then
+each finding the planner refused to touch with the reason and what a person
+should do, and the preflight's verdict. Only actions shown here can be
+approved. Everything is read through the API server.
 
-Exit codes: 0 ok, 1 error, 2 usage, 3 no plan, plan expired, or rehearsal failed.`,
+Exit codes: 0 ok, 1 error, 2 usage, 3 no plan, plan expired, or preflight failed.`,
 		Example: `  kubectl projection plan venue-a
   kubectl projection plan venue-a -o json | jq -r .status.plan.planId`,
 		Args:              exactlyOneName("ProjectionReconciliation"),
@@ -186,7 +188,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 no plan, plan expired, or rehearsal failed
 					return err
 				}
 				if !r.Status.Plan.WouldSucceed {
-					return refused("plan %s failed its rehearsal: an apply of the whole plan would fail", esc(r.Status.Plan.PlanID))
+					return refused("plan %s fails its preflight: %s", esc(r.Status.Plan.PlanID), esc(r.Status.Plan.Preflight))
 				}
 				return nil
 			})
@@ -233,17 +235,17 @@ func writePlan(out io.Writer, r *recoveryv1.ProjectionReconciliation, now time.T
 	default:
 		fmt.Fprintf(out, "Expires:       %s (EXPIRED %s ago)\n", p.Expires.UTC().Format(time.RFC3339), duration.HumanDuration(now.Sub(p.Expires.Time)))
 	}
-	fmt.Fprintf(out, "Actions:       %d\n", p.Actions)
-	for _, id := range p.ActionIDs {
-		fmt.Fprintf(out, "  - %s\n", esc(id))
+	fmt.Fprintf(out, "Actions:       %d (%d shown whole below; only those can be approved)\n", p.Actions, len(p.Items))
+	for _, it := range p.Items {
+		writeAction(out, it)
 	}
-	if more := int(p.Actions) - len(p.ActionIDs); more > 0 {
-		fmt.Fprintf(out, "  ... and %d more (the full plan is in PostgreSQL)\n", more)
+	if more := int(p.Actions) - len(p.Items); more > 0 {
+		fmt.Fprintf(out, "  ... and %d more not shown: approve these with --only or --shown; the next dry run shows the rest\n", more)
 	}
-	fmt.Fprintf(out, "Manual:        %d finding%s the planner refused to touch\n", p.Manual, plural(int64(p.Manual)))
+	writeManual(out, p)
 	if p.WouldSucceed {
-		fmt.Fprintln(out, "Would succeed: yes (rehearsed in a rolled-back transaction)")
+		fmt.Fprintln(out, "Preflight:     ok (handlers and hooks wired, repair DSN set; nothing executed)")
 	} else {
-		fmt.Fprintln(out, "Would succeed: NO (the rehearsal failed)")
+		fmt.Fprintf(out, "Preflight:     FAILS: %s\n", esc(orDash(p.Preflight)))
 	}
 }

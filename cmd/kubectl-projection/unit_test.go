@@ -224,9 +224,12 @@ func TestVerdict_ReportPlanRollback(t *testing.T) {
 		{"plan expiring this instant", approvable(reconWith(recoveryv1.ProjectionReconciliationStatus{Plan: plan(&exact, 3)}), now), "expired"},
 		{"plan without actions", approvable(reconWith(recoveryv1.ProjectionReconciliationStatus{Plan: plan(&future, 0)}), now), "no actions"},
 		{"plan approvable", approvable(reconWith(recoveryv1.ProjectionReconciliationStatus{Plan: plan(&future, 3)}), now), ""},
-		{"only unknown id", checkOnly([]string{"x"}, &recoveryv1.PlanSummary{PlanID: "p1", Actions: 2, ActionIDs: []string{"a", "b"}}), `--only "x" is not an action`},
-		{"only known id", checkOnly([]string{"b"}, &recoveryv1.PlanSummary{PlanID: "p1", Actions: 2, ActionIDs: []string{"a", "b"}}), ""},
-		{"only beyond the listed ids", checkOnly([]string{"z"}, &recoveryv1.PlanSummary{PlanID: "p1", Actions: 80, ActionIDs: []string{"a"}}), ""},
+		{"only unknown id", selErr([]string{"x"}, false, &recoveryv1.PlanSummary{PlanID: "p1", Actions: 2, Items: items("a", "b")}), `--only "x" is not an action shown`},
+		{"only known id", selErr([]string{"b"}, false, &recoveryv1.PlanSummary{PlanID: "p1", Actions: 2, Items: items("a", "b")}), ""},
+		{"only beyond the shown ids", selErr([]string{"z"}, false, &recoveryv1.PlanSummary{PlanID: "p1", Actions: 80, Items: items("a")}), `--only "z" is not an action shown`},
+		{"whole plan larger than shown", selErr(nil, false, &recoveryv1.PlanSummary{PlanID: "p1", Actions: 80, Items: items("a")}), "has 80 actions and status shows 1"},
+		{"whole plan shown whole", selErr(nil, false, &recoveryv1.PlanSummary{PlanID: "p1", Actions: 2, Items: items("a", "b")}), ""},
+		{"shown page of a larger plan", selErr(nil, true, &recoveryv1.PlanSummary{PlanID: "p1", Actions: 80, Items: items("a")}), ""},
 		{"rollback nothing applied", rollbackable(reconWith(recoveryv1.ProjectionReconciliationStatus{})), "applied nothing"},
 		{"rollback after rollback", rollbackable(reconWith(recoveryv1.ProjectionReconciliationStatus{Outcome: &recoveryv1.OutcomeSummary{Operation: "rollback", Result: "ok", CorrelationID: "c"}})), "not an apply"},
 		{"rollback failed apply", rollbackable(reconWith(recoveryv1.ProjectionReconciliationStatus{Outcome: &recoveryv1.OutcomeSummary{Operation: "apply", Result: "plan_stale", CorrelationID: "c"}})), "did not succeed (result plan_stale)"},
@@ -259,7 +262,13 @@ func TestFormat_ReportPlanStatus(t *testing.T) {
 				{ID: "trade_exists@t-1", Kind: "missing", Cause: "live_feed_gap confidence=high hint=replay"},
 				{ID: "position_matches@acct-9", Kind: "inconsistent"},
 			}},
-		Plan: &recoveryv1.PlanSummary{PlanID: "plan-42", Fingerprint: "fp", Expires: &exp, Actions: 3, ActionIDs: []string{"a1", "a2"}, Manual: 1},
+		Plan: &recoveryv1.PlanSummary{PlanID: "plan-42", Fingerprint: "fp", Expires: &exp, Actions: 3, Items: []recoveryv1.PlannedAction{
+			{ID: "a1", Kind: "rederive_position", Effect: "update", Risk: "low", Reversible: true, Rollback: "restores the position",
+				Target:  []recoveryv1.FieldValue{{Name: "account", Value: "acct-9"}, {Name: "instrument", Value: "BTC"}},
+				Changes: []recoveryv1.FieldChange{{Field: "avg_cost", Before: ptr("101.5"), After: ptr("100.25")}}},
+			{ID: "a2", Kind: "drop_position", Effect: "delete", Risk: "medium", Changes: []recoveryv1.FieldChange{{Field: "quantity", Before: ptr("3")}}},
+		}, Manual: 1, ManualItems: []recoveryv1.ManualItem{{FindingID: "position.source_backed@x", Reason: "no source history", Guidance: "ask the member"}},
+			Preflight: "spec.repairDsnSecretRef is not set"},
 	})
 	cases := []struct {
 		name  string
@@ -268,11 +277,12 @@ func TestFormat_ReportPlanStatus(t *testing.T) {
 	}{
 		{"report", func(b *bytes.Buffer) { writeReport(b, r, t0) }, []string{
 			"ProjectionReconciliation ns/r (recovery venue-a)", "reported, last run 2m ago", "NOT CLEAN, 3 findings",
-			"missing 2, inconsistent 1", "trade_exists 2", "Top findings (2 of 3):",
-			"cause: live_feed_gap confidence=high hint=replay", "cause: (no cause recorded)"}},
+			"missing 2, inconsistent 1", "trade_exists 2", "Findings (2 of 3 shown):",
+			"cause: live_feed_gap confidence=high hint=replay", "... and 1 more not shown"}},
 		{"plan", func(b *bytes.Buffer) { writePlan(b, r, t0) }, []string{
-			"Plan:          plan-42", "Fingerprint:   fp", "(in 4m)", "Actions:       3", "  - a1", "... and 1 more",
-			"Manual:        1 finding the planner", "Would succeed: NO"}},
+			"Plan:          plan-42", "Fingerprint:   fp", "(in 4m)", "Actions:       3 (2 shown", "rederive_position account=acct-9 instrument=BTC",
+			"~ avg_cost  101.5 → 100.25", "- quantity  3 → (none)", "risk medium · IRREVERSIBLE", "rollback: restores the position", "... and 1 more not shown",
+			"Manual:        1 finding the planner", "reason: no source history", "do:     ask the member", "Preflight:     FAILS: spec.repairDsnSecretRef"}},
 		{"plan expired", func(b *bytes.Buffer) { writePlan(b, r, t0.Add(5*time.Minute)) }, []string{"(EXPIRED 60s ago)"}},
 		{"status table", func(b *bytes.Buffer) {
 			items := []recoveryv1.ProjectionRecovery{{
@@ -318,4 +328,20 @@ func TestConfirm_TypedValue(t *testing.T) {
 			}
 		})
 	}
+}
+
+func ptr(s string) *string { return &s }
+
+func items(ids ...string) []recoveryv1.PlannedAction {
+	out := make([]recoveryv1.PlannedAction, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, testItem(id))
+	}
+	return out
+}
+
+// selErr is selection's refusal alone.
+func selErr(only []string, shown bool, p *recoveryv1.PlanSummary) error {
+	_, err := selection(only, shown, p)
+	return err
 }

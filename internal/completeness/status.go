@@ -44,6 +44,16 @@ type Completeness struct {
 	// CURRENT, while CATCHING_UP (status.progress).
 	EventsPerSecond int64  `json:"eventsPerSecond,omitempty"`
 	ETA             string `json:"eta,omitempty"`
+	// OpenDrift names the reconciliation whose last report holds findings
+	// (status.openDrift): a CURRENT scope with open drift is complete in
+	// what was verified, not free of known errors.
+	OpenDrift *OpenDrift `json:"openDrift,omitempty"`
+}
+
+// OpenDrift is what a reconciliation of the scope knows to be wrong.
+type OpenDrift struct {
+	Reconciliation string `json:"reconciliation"`
+	Findings       int32  `json:"findings"`
 }
 
 // Liveness is whether the worker of a scope is running.

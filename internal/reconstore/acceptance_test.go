@@ -247,8 +247,8 @@ func (s *scene) manual(d *DryRun, b breakage, record string, fix func()) {
 			s.t.Errorf("manual entry %+v, want one on %s with a reason", m, record)
 		}
 	}
-	if !d.Rehearsal.Ran || len(d.Rehearsal.Actions) != 0 {
-		s.t.Errorf("rehearsal of an empty plan: %+v", d.Rehearsal)
+	if rh := s.wf.Rehearse(ctxb, d.Plan, d.Run.ID); !rh.Ran || len(rh.Actions) != 0 {
+		s.t.Errorf("rehearsal of an empty plan: %+v", rh)
 	}
 	fix()
 	if d := s.dryRun(); len(d.Report.Findings) != 0 {
@@ -310,8 +310,8 @@ func (s *scene) planned(d *DryRun, b breakage, record string) {
 	if got, want := sorted(a.Findings), sorted(findingIDs(d.Report)); strings.Join(got, ",") != strings.Join(want, ",") {
 		s.t.Fatalf("the action targets %v, the report holds %v", got, want)
 	}
-	if !d.Rehearsal.WouldSucceed() || len(d.Rehearsal.Actions) != 1 || d.Rehearsal.Actions[0].ActionID != a.ID {
-		s.t.Fatalf("rehearsal: %+v", d.Rehearsal)
+	if rh := s.wf.Rehearse(ctxb, d.Plan, d.Run.ID); !rh.WouldSucceed() || len(rh.Actions) != 1 || rh.Actions[0].ActionID != a.ID {
+		s.t.Fatalf("rehearsal: %+v", rh)
 	}
 }
 
@@ -448,8 +448,11 @@ func TestAcceptance_ApplyWhileTheWorkerHoldsTheLease(t *testing.T) {
 
 	d := s.dryRun()
 	s.explains(d, b, record)
-	if d.Rehearsal.Ran || d.Rehearsal.WouldSucceed() || !strings.Contains(d.Rehearsal.Reason, string(codes.LeaseHeld)) {
-		t.Fatalf("rehearsal under the worker's lease: %+v", d.Rehearsal)
+	if got := lease(); got != beforeLease {
+		t.Fatalf("the dry run touched the worker's lease:\nbefore %s\nafter  %s", beforeLease, got)
+	}
+	if rh := s.wf.Rehearse(ctxb, d.Plan, d.Run.ID); rh.Ran || rh.WouldSucceed() || !strings.Contains(rh.Reason, string(codes.LeaseHeld)) {
+		t.Fatalf("rehearsal under the worker's lease: %+v", rh)
 	}
 	// The guards come first: a principal who may not approve learns
 	// nothing about the lease and touches nothing.

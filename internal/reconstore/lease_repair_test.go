@@ -105,8 +105,8 @@ func TestLeaseRepair_DeadHolderReleasedThroughTheWorkflow(t *testing.T) {
 	if release == nil || release.Before["owner"] != deadOwner || len(d.Plan.Manual) != 0 {
 		t.Fatalf("plan (%v):\n%s", kinds, recon.FormatPlan(d.Plan))
 	}
-	if !d.Rehearsal.WouldSucceed() {
-		t.Fatalf("rehearsal: %+v", d.Rehearsal)
+	if rh := s.wf.Rehearse(ctxb, d.Plan, d.Run.ID); !rh.WouldSucceed() {
+		t.Fatalf("rehearsal: %+v", rh)
 	}
 	o, err := s.wf.Apply(ctxb, d.Plan, recon.ApplyOptions{Principal: approver, Confirm: d.Plan.PlanID, AllowIrreversible: true})
 	if err != nil || o.Code != "" || len(o.Applied) != len(d.Plan.Actions) {
@@ -185,9 +185,9 @@ func TestLeaseRepair_UnexpiredLeaseNeverReleased(t *testing.T) {
 		t.Fatalf("the fast planner did not plan release_lease:\n%s", recon.FormatPlan(d.Plan))
 	}
 	// The rehearsal predicts the refusal and takes no lease.
-	if r := d.Rehearsal; !r.Ran || r.WouldSucceed() || r.Actions[0].Kind != recon.ActionReleaseLease ||
+	if r := s.wf.Rehearse(ctxb, d.Plan, d.Run.ID); !r.Ran || r.WouldSucceed() || r.Actions[0].Kind != recon.ActionReleaseLease ||
 		!strings.Contains(r.Actions[0].Error, "unexpired") {
-		t.Fatalf("rehearsal under a live holder's lease: %+v", d.Rehearsal)
+		t.Fatalf("rehearsal under a live holder's lease: %+v", r)
 	}
 	if got := s.leaseRow(); got != lease {
 		t.Fatalf("the rehearsal wrote the live holder's lease: %+v, was %+v", got, lease)

@@ -126,18 +126,8 @@ func (t *Telemetry) DryRun(scope string, d *DryRun, err error, took time.Duratio
 				t.findings.WithLabelValues(string(f.Invariant)).Inc()
 			}
 		}
-		failed := 0
-		for _, a := range d.Rehearsal.Actions {
-			if a.Error != "" {
-				failed++
-			}
-		}
 		kv = append(kv, "plan", d.Plan.PlanID, "findings", len(d.Report.Findings), "clean", d.Report.Clean,
-			"byInvariant", fmt.Sprint(byInv), "actions", len(d.Plan.Actions), "manual", len(d.Plan.Manual),
-			"rehearsed", d.Rehearsal.Ran, "rehearsalFailed", failed, "wouldSucceed", d.Rehearsal.WouldSucceed())
-		if !d.Rehearsal.Ran && d.Rehearsal.Reason != "" {
-			kv = append(kv, "rehearsalSkipped", d.Rehearsal.Reason)
-		}
+			"byInvariant", fmt.Sprint(byInv), "actions", len(d.Plan.Actions), "manual", len(d.Plan.Manual))
 	}
 	if err != nil {
 		kv = append(kv, "err", err.Error())

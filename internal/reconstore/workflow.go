@@ -184,13 +184,9 @@ func (w *Workflow) Journal() *Journal { return w.journal }
 func (w *Workflow) Audit() *Auditor   { return w.audit }
 func (w *Workflow) Runs() *Runs       { return w.runs }
 
-// DryRun is one dry run and its rehearsal.
+// DryRun is one dry run: its run record, report and plan.
 type DryRun struct {
 	*recon.DryRunResult
-	// Rehearsal says, per action of the plan, whether its handler would
-	// succeed now (beyond the specification: a plan that would fail is
-	// known before anyone approves it).
-	Rehearsal Rehearsal
 }
 
 // Rehearsal is the plan's handlers executed in transactions that are
@@ -224,11 +220,13 @@ func (r Rehearsal) WouldSucceed() bool {
 	return true
 }
 
-// DryRun reads the scope once, detects, explains and plans (recon), stores
-// the run's report and plan so the plan an approver echoes can be read back
-// as it was shown, and rehearses the plan. It writes no projection row: the
-// rehearsal's statements are rolled back, and only the run record and the
-// lease row (taken and released around the rehearsal) change.
+// DryRun reads the scope once, detects, explains and plans (recon), and
+// stores the run's report and plan so the plan an approver echoes can be
+// read back as it was shown. Its only writes are its own run record: it
+// takes no lease, moves no fence and takes no projection write lock (the
+// read is one read-only REPEATABLE READ transaction), so a scheduled dry
+// run never stalls a page or a live write. It does not rehearse: Rehearse
+// takes the lease and the write lock and runs only when asked.
 func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRun, error) {
 	start := time.Now()
 	res, err := w.core.DryRun(ctx, scope)
@@ -238,7 +236,6 @@ func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRun, error) {
 			// The run is reported; only its stored copy of the plan is missing.
 			w.log.Error(serr, "store the dry run's report and plan", "scope", scope, "run", res.Run.ID)
 		}
-		out.Rehearsal = w.Rehearse(ctx, res.Plan, res.Run.ID)
 	}
 	w.tel.DryRun(scope, out, err, time.Since(start))
 	return out, err

@@ -172,7 +172,7 @@ func TestWorkflow_RehearsalPredictsAFailureTheApplyMeets(t *testing.T) {
 	if strings.Join(kinds, ",") != "rederive_position,trigger_cycle" {
 		t.Fatalf("plan:\n%s", recon.FormatPlan(d.Plan))
 	}
-	r := d.Rehearsal
+	r := s.wf.Rehearse(ctxb, d.Plan, d.Run.ID)
 	if !r.Ran || r.WouldSucceed() || len(r.Actions) != 2 || r.Actions[0].Error != "" ||
 		!strings.Contains(r.Actions[1].Error, "no controller hook") {
 		t.Fatalf("rehearsal: %+v", r)
@@ -220,8 +220,8 @@ func TestWorkflow_RehearsalOfAMovedRecord(t *testing.T) {
 	s := newScene(t, "venue-moved", sceneOpts{})
 	record, _ := breakages[1].corrupt(s)
 	d := s.dryRun()
-	if !d.Rehearsal.WouldSucceed() {
-		t.Fatalf("rehearsal before the move: %+v", d.Rehearsal)
+	if rh := s.wf.Rehearse(ctxb, d.Plan, d.Run.ID); !rh.WouldSucceed() {
+		t.Fatalf("rehearsal before the move: %+v", rh)
 	}
 	acct, instr, _ := strings.Cut(strings.TrimPrefix(record, "positions/account="), ",instrument=")
 	s.exec(`UPDATE positions SET quantity = quantity + 1 WHERE scope = $1 AND account = $2 AND instrument = $3`, s.scope, acct, instr)
