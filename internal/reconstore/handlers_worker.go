@@ -110,8 +110,17 @@ func (h *Handlers) releaseLease(ctx context.Context, a recon.Action) error {
 	if h.DryRun {
 		return nil
 	}
+	rec := h.stepRecords(ctx)
+	if rec != nil {
+		if err := h.recordTx(ctx, tx, rec); err != nil {
+			return err
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("reconstore: %s: commit: %w", a.ID, err)
+	}
+	if rec != nil {
+		rec.MarkWritten()
 	}
 	return nil
 }

@@ -153,10 +153,11 @@ func NewWorkflow(cfg WorkflowConfig) (*Workflow, error) {
 	}
 	pool := cfg.Store.Pool()
 	leases := &leaseSession{st: cfg.Store, ttl: cfg.LeaseDuration, clock: time.Now, prefix: RepairOwnerPrefix, log: cfg.Log}
-	h := &Handlers{Store: cfg.Store, Lease: sessionLease, TriggerCycle: cfg.TriggerCycle, Publish: cfg.Publish}
+	journal, audit := &Journal{Pool: pool}, &Auditor{Pool: pool}
+	h := &Handlers{Store: cfg.Store, Lease: sessionLease, TriggerCycle: cfg.TriggerCycle, Publish: cfg.Publish, Journal: journal, Audit: audit}
 	dry := *h
 	dry.DryRun = true
-	w := &Workflow{store: cfg.Store, dry: &dry, runs: &Runs{Pool: pool}, journal: &Journal{Pool: pool}, audit: &Auditor{Pool: pool},
+	w := &Workflow{store: cfg.Store, dry: &dry, runs: &Runs{Pool: pool}, journal: journal, audit: audit,
 		tel: tel, clock: cfg.Clock, leases: leases, log: cfg.Log}
 	h.Withdrawn = func(scope string, through int64) {
 		w.withdrawn.add(scope, through)
