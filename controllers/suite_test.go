@@ -218,6 +218,10 @@ func startManagerOn(cfg *rest.Config, owner string, sel labels.Selector, autoRec
 			Connections:             &Connections{},
 			Metrics:                 NewReconciliationMetrics(prometheus.NewRegistry()),
 		}
+		// The counters on the registry the manager serves, as main wires them.
+		if suiteRecon.Telemetry, err = ReconciliationTelemetry(); err != nil {
+			return nil, nil, err
+		}
 		if err := suiteRecon.SetupWithManager(mgr); err != nil {
 			return nil, nil, err
 		}

@@ -327,8 +327,13 @@ func run(args []string) error {
 	// ProjectionReconciliation: dry runs, approved applies and
 	// rollbacks. Its own pools: it never creates recovery's schema and runs
 	// no outbox publisher.
+	reconTelemetry, err := controllers.ReconciliationTelemetry()
+	if err != nil {
+		return fmt.Errorf("registering the reconciliation metrics: %w", err)
+	}
 	if err := (&controllers.ProjectionReconciliationReconciler{
 		Clock:                   clk,
+		Telemetry:               reconTelemetry,
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder("projection-reconciliation"),
