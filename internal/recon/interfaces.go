@@ -99,7 +99,10 @@ func fail(code ResultCode, err error, format string, args ...any) *Error {
 //   - return an error on failure, never swallow it (a swallowed error is
 //     reported as applied and only shows up later as stillDrifting);
 //   - be idempotent: re-applying an action whose After is in place is a
-//     no-op (a crash between the write and the journal is possible);
+//     no-op (a crash between the write and the journal is possible for a
+//     handler that does not commit the step's records itself);
+//   - write the step's records (StepRecordsFrom) in its transaction before
+//     COMMIT when it has one, and MarkWritten once committed;
 //   - Revert restores Before exactly;
 //   - compare the record with Before (Apply) or After (Revert) under the
 //     write lock and fail when it differs: the apply's re-check is not

@@ -187,7 +187,8 @@ const appliedBySQL = `SELECT j.correlation_id FROM projection_reconciliation_jou
 
 // AppliedBy implements recon.AppliedPlans: the run of planID whose applied
 // actions are not all reverted ("" when none). It reads committed rows:
-// every journal entry is autocommitted before the next action runs, and
+// every journal entry commits (with its write, or on its own) before the
+// next action runs, and
 // the caller holds the scope's lease, so a run that applied the plan
 // before the caller took the lease is visible here.
 func (j *Journal) AppliedBy(ctx context.Context, scope, planID string) (string, error) {
