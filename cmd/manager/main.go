@@ -326,13 +326,14 @@ func run(args []string) error {
 	}
 	// ProjectionReconciliation: dry runs, approved applies and
 	// rollbacks. Its own pools: it never creates recovery's schema and runs
-	// no outbox publisher.
+	// no polling outbox publisher; with NATS it republishes, and drains the
+	// outbox right after a repair committed notifications.
 	if err := (&controllers.ProjectionReconciliationReconciler{
 		Clock:                   clk,
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder("projection-reconciliation"),
-		Connections:             &controllers.Connections{MaxConnsPerDSN: 2, Log: ctrl.Log.WithName("reconciliation")},
+		Connections:             &controllers.Connections{MaxConnsPerDSN: 2, NATS: rec.Connections.NATS, Log: ctrl.Log.WithName("reconciliation")},
 		ApproverServiceAccounts: o.approverServiceAccounts,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the reconciliation controller: %w", err)
