@@ -17,7 +17,8 @@ limitations under the License.
 // Package notify publishes position notifications after commit (FR-APR06 R2).
 //
 // A page writes one outbox row per key whose final position differs from its
-// pre-page value, inside the page transaction (internal/store). Nothing is
+// pre-page value, inside the page transaction (internal/store), and so does a
+// reconciliation repair for each key it changes (store.NotifyRepairTx). Nothing is
 // published from inside a transaction: the Publisher reads committed outbox
 // rows, publishes them to NATS with the row's idempotency key as the
 // Nats-Msg-Id header, waits for the server to acknowledge the flush, and only

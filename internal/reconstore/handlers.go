@@ -59,7 +59,7 @@ type Handlers struct {
 	// DryRun runs every handler in a transaction that is rolled back
 	// (store.DryRunScopeWrite): a plan that would fail is known before
 	// approval, and nothing is written. Hooks (TriggerCycle, Publish,
-	// Withdrawn) are not called in a dry run.
+	// Withdrawn, the store's after-commit kick) are not called in a dry run.
 	DryRun bool
 	// Withdrawn is told, after the commit, that a revert withdrew the
 	// scope's completeness certificate (store.WithdrawTx): the cursor was

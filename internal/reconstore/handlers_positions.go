@@ -118,7 +118,9 @@ func positionRow(scope, acct, instr string) func(context.Context, pgx.Tx) (recon
 // writePosition applies rederive_position and adopt_source_opening: the row
 // becomes After (quantity and average cost re-derived, the proven source
 // opening), and the key's basis is rewritten to agree with it (see
-// rebaseKey). Before → write; row already After → no-op; else refused.
+// rebaseKey). Before → write; row already After → no-op; else refused. A
+// changed balance is announced in the same transaction (announce), as is
+// every other position write below.
 func (h *Handlers) writePosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
 	n := h.announcer(a, "apply")
