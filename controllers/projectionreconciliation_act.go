@@ -83,6 +83,8 @@ func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *re
 		StaleAfter: staleAfter,
 		// trigger_cycle asks the recovery controller for a cycle now.
 		TriggerCycle: func(ctx context.Context, _ string) error { return r.touchRecovery(ctx, s, "") },
+		Publish:      r.Connections.Republish(),
+		Publisher:    r.Connections.PublisherStatus,
 		Log:          log,
 		Telemetry:    r.Telemetry.WithLog(log),
 	})

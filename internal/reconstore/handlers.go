@@ -27,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -51,13 +52,14 @@ type Handlers struct {
 	// TriggerCycle asks the controller to run one recovery cycle of scope
 	// (trigger_cycle). nil: trigger_cycle fails.
 	TriggerCycle func(ctx context.Context, scope string) error
-	// Publish sends one outbox row with its msg id as Nats-Msg-Id
-	// (republish). nil: republish fails.
-	Publish func(ctx context.Context, row recon.OutboxRow) error
+	// Publish sends one outbox row as the outbox publisher would (the same
+	// notify.Message: its msg id as Nats-Msg-Id) and returns once NATS has
+	// it (republish). nil: republish fails.
+	Publish func(ctx context.Context, n notify.Notification) error
 	// DryRun runs every handler in a transaction that is rolled back
 	// (store.DryRunScopeWrite): a plan that would fail is known before
 	// approval, and nothing is written. Hooks (TriggerCycle, Publish,
-	// Withdrawn) are not called in a dry run.
+	// Withdrawn, the store's after-commit kick) are not called in a dry run.
 	DryRun bool
 	// Withdrawn is told, after the commit, that a revert withdrew the
 	// scope's completeness certificate (store.WithdrawTx): the cursor was

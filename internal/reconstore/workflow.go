@@ -28,6 +28,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -75,7 +76,7 @@ type WorkflowConfig struct {
 	// (trigger_cycle, republish, the outbox publisher's status); nil hooks
 	// make their actions fail, never pretend.
 	TriggerCycle func(ctx context.Context, scope string) error
-	Publish      func(ctx context.Context, row recon.OutboxRow) error
+	Publish      func(ctx context.Context, n notify.Notification) error
 	Publisher    func() *recon.PublisherStatus
 	Log          logr.Logger
 }
@@ -391,7 +392,7 @@ func (s *leaseSession) Begin(ctx context.Context, scope, correlationID string) (
 			s.log.Info("could not release the repair lease", "scope", scope, "owner", owner, "err", err.Error())
 		}
 	}
-	return context.WithValue(ctx, leaseKey{}, h), end, nil
+	return withRun(context.WithValue(ctx, leaseKey{}, h), correlationID), end, nil
 }
 
 // sessionLease is Handlers.Lease of a workflow: the run's lease, renewed
