@@ -252,11 +252,15 @@ func (c *Connections) Start(ctx context.Context) error {
 
 // startPublisher runs the outbox publisher of a pool. Callers hold c.mu.
 //
-// A manager with auto-recovery off (ApplySchema false) runs no publisher:
-// marking an outbox row sent is a write, and such a manager writes nothing to
-// SQL (NFR-APR01). The rows wait for a manager with auto-recovery on.
+// A manager with auto-recovery off (ApplySchema false) runs no polling
+// publisher: marking an outbox row sent is a write, and such a manager
+// writes nothing to SQL (NFR-APR01) of its own accord. The rows wait for a
+// manager with auto-recovery on. Its pools drain only when kicked after a
+// commit of their own (the reconciliation controller's pools: an approved
+// repair's notifications, store.NotifyRepairTx), so a repaired balance
+// reaches consumers at once and not at another manager's next poll.
 func (c *Connections) startPublisher(key string, s *store.Store) {
-	if c.NATS == nil || !c.ApplySchema {
+	if c.NATS == nil {
 		return
 	}
 	if _, running := c.cancelPub[key]; running {
@@ -273,12 +277,17 @@ func (c *Connections) startPublisher(key string, s *store.Store) {
 	c.cancelPub[key] = cancel
 	pub := notify.New(s.Pool(), c.NATS, "")
 	s.SetAfterCommit(pub.Kick)
+	log := c.Log
+	onErr := func(err error) { log.Info("publishing position notifications failed; retrying", "err", err.Error()) }
+	if !c.ApplySchema {
+		go pub.RunOnKick(ctx, onErr)
+		return
+	}
 	interval := c.NotifyInterval
 	if interval <= 0 {
 		interval = 10 * time.Second
 	}
-	log := c.Log
-	go pub.Run(ctx, interval, func(err error) { log.Info("publishing position notifications failed; retrying", "err", err.Error()) })
+	go pub.Run(ctx, interval, onErr)
 }
 
 // closeStore stops a pool's publisher and closes the pool. Callers hold c.mu.

@@ -33,6 +33,7 @@ import (
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/reconstore"
 )
 
 // dashboardJSON is the Grafana dashboard the chart ships (its optional
@@ -140,6 +141,14 @@ func exportedFamilies(t *testing.T) map[string]bool {
 	m.observeStatus(obj)
 	recObj := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: "dashboard-test", Name: "x"}}
 	rm.observeReport(recObj, "dashboard-test", &recon.Report{ByInvariant: map[recon.InvariantID]int{recon.PositionDerivationAgrees: 1}})
+	// The reconciliation runs' counters, registered as the manager does.
+	tel, err := ReconciliationTelemetry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := &recon.Report{Findings: []recon.Finding{{Invariant: recon.PositionDerivationAgrees}}}
+	tel.DryRun("dashboard-test", &reconstore.DryRun{DryRunResult: &recon.DryRunResult{Report: rep, Plan: &recon.Plan{}}}, nil, 0)
+	tel.Apply(&recon.Outcome{Applied: []recon.Action{{Kind: recon.ActionRederivePosition}}}, nil)
 	t.Cleanup(func() {
 		m.forget(obj)
 		rm.forget(recObj.Namespace, recObj.Name)
@@ -213,17 +222,33 @@ func TestDashboard_QueriesOnlyExportedMetrics(t *testing.T) {
 			exprs = append(exprs, tg.Expr)
 		}
 	}
+	queried := map[string]bool{}
 	for _, e := range exprs {
 		names := metricNames(e)
 		if len(names) == 0 {
 			t.Errorf("query %q selects no series", e)
 		}
 		for _, n := range names {
+			queried[n] = true
 			if !exported[n] {
 				t.Errorf("query %q uses %s, which the manager does not export", e, n)
 			}
 		}
 	}
+	// Series an operator must see: the reconciliation runs by result,
+	// findings by invariant, actions by kind and outcome.
+	for _, n := range dashboardRequired {
+		if !queried[n] {
+			t.Errorf("no panel queries %s", n)
+		}
+	}
+}
+
+// dashboardRequired are the series the dashboard must chart.
+var dashboardRequired = []string{
+	"projection_reconciliation_runs_total",
+	"projection_reconciliation_findings_total",
+	"projection_reconciliation_actions_total",
 }
 
 // TestMetrics_StateGauge: the per-scope state gauge the dashboard's state

@@ -170,6 +170,8 @@ func TestGitOpsHealth_EveryRecoveryState(t *testing.T) {
 			argo: "Healthy", argoSays: "CURRENT", kstatus: kstatus.CurrentStatus},
 		{name: "suspended", suspend: true, scope: &recoveryScope{reason: recoveryv1.ReasonSuspended, message: "spec.suspend is true: no cycle runs"},
 			argo: "Suspended", argoSays: "spec.suspend is true", kstatus: kstatus.CurrentStatus},
+		{name: "an approved repair waits for the lease", scope: &recoveryScope{reason: recoveryv1.ReasonRepairPending, message: "the approved apply of ProjectionReconciliation fix waits for the scope's lease"},
+			argo: "Progressing", argoSays: recoveryv1.ReasonRepairPending, kstatus: kstatus.InProgressStatus},
 		{name: "secret missing", scope: &recoveryScope{reason: recoveryv1.ReasonSecretNotFound, message: "secret db not found"},
 			argo: "Degraded", argoSays: "SecretNotFound: secret db not found", kstatus: kstatus.FailedStatus},
 		{name: "schema missing", scope: &recoveryScope{reason: string(codes.SchemaMissing), message: "run manager migrate", cycle: &cycleResult{}},

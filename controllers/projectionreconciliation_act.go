@@ -73,6 +73,7 @@ func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *re
 	if sa := s.obj.Spec.StaleAfter; sa != nil && sa.Duration > 0 {
 		staleAfter = sa.Duration
 	}
+	log := redactingLogger(logf.FromContext(ctx).WithName("reconciliation"), s.redact) // its errors can echo a DSN
 	wf, err := reconstore.NewWorkflow(reconstore.WorkflowConfig{
 		Store:      st,
 		ReadPool:   read.Pool(),
@@ -82,7 +83,10 @@ func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *re
 		StaleAfter: staleAfter,
 		// trigger_cycle asks the recovery controller for a cycle now.
 		TriggerCycle: func(ctx context.Context, _ string) error { return r.touchRecovery(ctx, s, "") },
-		Log:          redactingLogger(logf.FromContext(ctx).WithName("reconciliation"), s.redact), // its errors can echo a DSN
+		Publish:      r.Connections.Republish(),
+		Publisher:    r.Connections.PublisherStatus,
+		Log:          log,
+		Telemetry:    r.Telemetry.WithLog(log),
 	})
 	return wf, st, err
 }
@@ -195,6 +199,7 @@ func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *re
 			out.PlanID = ro.PlanID
 		}
 		out.RolledBack, out.RollbackFailed = int32(len(ro.RolledBack)), int32(len(ro.RollbackFailed))
+		out.Left = leftSummary(ro.Left())
 		if ro.Code != "" {
 			out.Result, out.Message = string(ro.Code), ro.Detail
 		}
@@ -203,7 +208,7 @@ func (r *ProjectionReconciliationReconciler) rollback(ctx context.Context, s *re
 		}
 	}
 	waitForLease(last, out, s.now)
-	if out.Result == resultOK {
+	if out.Result == resultOK || out.Result == resultPartial {
 		return r.repairedThen(ctx, s, rb.CorrelationID)
 	}
 	if ro != nil && ro.WithdrawnThrough > 0 {

@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/reconstore"
 )
 
 // ProjectionReconciliationReconciler reconciles ProjectionReconciliation
@@ -65,6 +66,9 @@ type ProjectionReconciliationReconciler struct {
 	// it never creates recovery's schema and runs no outbox publisher).
 	Connections *Connections
 	Metrics     *ReconciliationMetrics
+	// Telemetry counts every dry run, apply and rollback on /metrics
+	// (ReconciliationTelemetry); nil: logged only.
+	Telemetry *reconstore.Telemetry
 }
 
 // reconScope carries one reconcile's inputs and outputs between phases.

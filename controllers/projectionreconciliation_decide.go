@@ -207,7 +207,7 @@ func needsHuman(result string) bool {
 	switch recon.ResultCode(result) {
 	case recon.ResultRepairDenied, recon.ResultPlanExpired, recon.ResultPlanStale, recon.ResultConfirmationNeeded,
 		recon.ResultPlanTampered, recon.ResultBlastRadius, recon.ResultNothingSelected, recon.ResultRepairFailed, recon.ResultHandlerMissing,
-		reconstore.ResultRecordsUntrusted:
+		recon.ResultPartial, reconstore.ResultRecordsUntrusted:
 		return true
 	}
 	switch result {

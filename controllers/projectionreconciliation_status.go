@@ -257,6 +257,7 @@ func fillApplyOutcome(out *recoveryv1.OutcomeSummary, o *recon.Outcome, err erro
 	out.CorrelationID = o.CorrelationID
 	out.Applied, out.RolledBack, out.RollbackFailed = int32(len(o.Applied)), int32(len(o.RolledBack)), int32(len(o.RollbackFailed))
 	out.Verified, out.StillDrifting, out.VerificationRan = int32(len(o.Verified)), int32(len(o.StillDrifting)), o.VerificationRan
+	out.Left = leftSummary(o.Left())
 }
 
 // truncateTo bounds s to n bytes, cutting on a rune boundary: a cut inside

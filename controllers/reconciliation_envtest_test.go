@@ -188,8 +188,13 @@ func TestEnvtest_ReconciliationRepairsBlockedScope(t *testing.T) {
 	}
 
 	// The right approval by an approver, within the plan's lifetime.
+	applies := reconCounter(t, "apply", "ok")
 	specAs(t, "alice", nil, ns, pr.Name, func(s *recoveryv1.ProjectionReconciliationSpec) { s.Approval.MaxActions = 9 })
 	o = waitRecon(t, ns, pr.Name, "apply ok", outcomeIs(opApply, "ok", plan.PlanID))
+	// The run is counted on the registry the manager serves at /metrics.
+	if got := reconCounter(t, "apply", "ok"); got < applies+1 {
+		t.Fatalf("projection_reconciliation_runs_total{operation=apply,code=ok} = %v, was %v: the apply is not on /metrics", got, applies)
+	}
 	oc := o.Status.Outcome
 	if oc.Applied != 1 || !oc.VerificationRan || oc.Verified == 0 || oc.StillDrifting != 0 || oc.CorrelationID == "" || oc.Approver != "alice" {
 		t.Fatalf("outcome %+v: want one action applied and verified", oc)

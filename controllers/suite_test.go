@@ -215,8 +215,13 @@ func startManagerOn(cfg *rest.Config, owner string, sel labels.Selector, autoRec
 			QueueClock: reconClock,
 			// One listed service account (approval_guard_envtest_test.go).
 			ApproverServiceAccounts: []string{listedServiceAccount},
-			Connections:             &Connections{},
-			Metrics:                 NewReconciliationMetrics(prometheus.NewRegistry()),
+			// The manager's NATS connection, as cmd/manager wires it.
+			Connections: &Connections{NATS: rec.Connections.NATS},
+			Metrics:     NewReconciliationMetrics(prometheus.NewRegistry()),
+		}
+		// The counters on the registry the manager serves, as main wires them.
+		if suiteRecon.Telemetry, err = ReconciliationTelemetry(); err != nil {
+			return nil, nil, err
 		}
 		if err := suiteRecon.SetupWithManager(mgr); err != nil {
 			return nil, nil, err

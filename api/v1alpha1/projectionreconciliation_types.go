@@ -433,7 +433,9 @@ type OutcomeSummary struct {
 	// Operation is apply or rollback.
 	// +kubebuilder:validation:Enum=apply;rollback
 	Operation string `json:"operation"`
-	// Result is "ok" or the specification's result code (repair_denied, plan_stale...).
+	// Result is "ok" or the specification's result code (repair_denied,
+	// plan_stale...); "partial" for a rollback that left actions in place
+	// (see left).
 	// +kubebuilder:validation:MaxLength=64
 	Result string `json:"result"`
 	// +kubebuilder:validation:MaxLength=1024
@@ -460,6 +462,29 @@ type OutcomeSummary struct {
 	// aside meanwhile; past a bounded wait the result is lease_unavailable.
 	// +optional
 	WaitingSince *metav1.Time `json:"waitingSince,omitempty"`
+	// Left lists the applied actions this apply's automatic rollback or
+	// this rollback left in place, for a person to undo by hand: the
+	// irreversible ones (result partial, for a rollback) and those whose
+	// revert failed (repair_failed). The first fifty; the audit trail
+	// holds them all.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=50
+	Left []LeftAction `json:"left,omitempty"`
+}
+
+// LeftAction is an applied action left in place and what to do about it.
+type LeftAction struct {
+	// ID is the action id (as in the plan).
+	// +kubebuilder:validation:MaxLength=512
+	ID string `json:"id"`
+	// Kind is the action kind (quarantine_trade, republish, collapse...).
+	// +kubebuilder:validation:MaxLength=64
+	Kind string `json:"kind"`
+	// Rollback is the action's rollback text: what a person must do to
+	// undo it.
+	// +kubebuilder:validation:MaxLength=1024
+	Rollback string `json:"rollback,omitempty"`
 }
 
 // ProjectionReconciliationStatus is the observed state. It stays small

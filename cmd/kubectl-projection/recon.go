@@ -81,6 +81,9 @@ projection is clean, the number of findings by drift kind and by invariant,
 and the findings (the first fifty) each with its invariant, the record as
 SQL holds it and as the source proves it, and its root cause (code,
 confidence, hint, evidence). Everything is read through the API server.
+Then the last apply or rollback (status.outcome): its result (partial: a
+rollback that left irreversible actions in place) and every action it left
+in place with its rollback text, what a person must still do.
 
 Exit codes: 0 no finding, 1 error, 2 usage, 3 any finding (drift, even when
 "clean", which only means no inconsistent finding) or no report yet.`,
@@ -112,9 +115,37 @@ func reportVerdict(r *recoveryv1.ProjectionReconciliation) error {
 	}
 }
 
-// writeReport prints status.report for a human; every string of the
-// object goes through esc.
+// writeReport prints status.report, then the last apply or rollback
+// (status.outcome) for a human; every string of the object goes through esc.
 func writeReport(out io.Writer, r *recoveryv1.ProjectionReconciliation, now time.Time) {
+	writeReportSummary(out, r, now)
+	writeOutcome(out, r.Status.Outcome)
+}
+
+// writeOutcome prints the last apply or rollback and, first thing a person
+// must act on, every action it left in place with its rollback text (a
+// partial rollback's irreversible actions, the reverts that failed).
+func writeOutcome(out io.Writer, o *recoveryv1.OutcomeSummary) {
+	if o == nil {
+		return
+	}
+	fmt.Fprintf(out, "Last %s:  %s (correlation %s, applied %d, rolled back %d, not rolled back %d)\n", esc(o.Operation), esc(o.Result),
+		esc(orDash(o.CorrelationID)), o.Applied, o.RolledBack, o.RollbackFailed)
+	if o.Message != "" {
+		fmt.Fprintf(out, "  %s\n", esc(o.Message))
+	}
+	if len(o.Left) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "Left in place (%d): undo by hand as each rollback text says\n", len(o.Left))
+	for _, l := range o.Left {
+		fmt.Fprintf(out, "  - %s (%s)\n", esc(l.ID), esc(l.Kind))
+		fmt.Fprintf(out, "      rollback: %s\n", esc(orDash(l.Rollback)))
+	}
+}
+
+// writeReportSummary prints status.report.
+func writeReportSummary(out io.Writer, r *recoveryv1.ProjectionReconciliation, now time.Time) {
 	fmt.Fprintf(out, "ProjectionReconciliation %s/%s (recovery %s)\n", esc(r.Namespace), esc(r.Name), esc(r.Spec.RecoveryRef.Name))
 	fmt.Fprintf(out, "Run:          %s, last run %s\n", esc(orDash(string(r.Status.RunState))), ago(r.Status.LastRunAt, now))
 	rep := r.Status.Report

@@ -90,7 +90,7 @@ func (o *options) namespace() (string, error) {
 const rootLong = `kubectl projection: projection recovery and reconciliation from the command line.
 
   status            every ProjectionRecovery: scope, state, progress, lag, reason (--watch: progress bars, rate, ETA)
-  report NAME       a ProjectionReconciliation's report: clean or not, counts, top findings with their cause
+  report NAME       a ProjectionReconciliation's report: clean or not, counts, top findings with their cause, the last outcome and what it left in place
   plan NAME         its repair plan: planId, fingerprint, expiry, actions, manual findings, rehearsal verdict
   approve NAME      approve the plan as the user the API server authenticates (type the planId to confirm)
   rollback NAME     ask to roll the last successful apply (or --run ID) back (type its correlation id to confirm)

@@ -284,6 +284,14 @@ func TestFormat_ReportPlanStatus(t *testing.T) {
 			"~ avg_cost  101.5 → 100.25", "- quantity  3 → (none)", "risk medium · IRREVERSIBLE", "rollback: restores the position", "... and 1 more not shown",
 			"Manual:        1 finding the planner", "reason: no source history", "do:     ask the member", "Preflight:     FAILS: spec.repairDsnSecretRef"}},
 		{"plan expired", func(b *bytes.Buffer) { writePlan(b, r, t0.Add(5*time.Minute)) }, []string{"(EXPIRED 60s ago)"}},
+		{"report after a partial rollback", func(b *bytes.Buffer) {
+			p := r.DeepCopy()
+			p.Status.Outcome = &recoveryv1.OutcomeSummary{Operation: "rollback", Result: "partial", CorrelationID: "run-7", RolledBack: 1,
+				Message: "1 actions reverted; 1 irreversible actions stay in place",
+				Left:    []recoveryv1.LeftAction{{ID: "collapse:x\x1b[2J", Kind: "collapse", Rollback: "re-insert a copy of Before by hand"}}}
+			writeReport(b, p, t0)
+		}, []string{"Last rollback:  partial (correlation run-7, applied 0, rolled back 1, not rolled back 0)",
+			"Left in place (1): undo by hand", "  - collapse:x\\x1b[2J (collapse)", "      rollback: re-insert a copy of Before by hand"}},
 		{"status table", func(b *bytes.Buffer) {
 			items := []recoveryv1.ProjectionRecovery{{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "venue-a"},

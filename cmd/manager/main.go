@@ -104,7 +104,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Use Kubernetes leader election. Not needed for write safety, which comes from the PostgreSQL lease fence (FR-APR08).")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the in-cluster namespace).")
 	fs.StringVar(&o.completenessAddr, "completeness-bind-address", ":8082", "Address the read-only GET /v2/projection-completeness endpoint binds to (FR-APR11); \"0\" disables it.")
-	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server of the live feed. When set, a reconnect edge triggers a cycle for every scope (FR-APR10).")
+	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server of the live feed. When set, a reconnect edge triggers a cycle for every scope (FR-APR10), position notifications are published to it (FR-APR06 R2), and reconciliation can republish an overdue one.")
 	fs.StringVar(&o.ownerID, "owner-id", "", "Lease owner identity of this manager (FR-APR08). Defaults to <hostname>-<random>; must differ between managers.")
 	fs.StringVar(&o.watchLabelSelector, "watch-label-selector", "", "Only reconcile ProjectionRecoveries matching this label selector (sharding scopes across managers).")
 	fs.Func("watch-namespace", "Comma-separated namespaces whose ProjectionRecoveries and ProjectionReconciliations this manager watches (and whose Secrets it reads). Empty (the default): every namespace, which needs cluster-wide Secret read.", func(v string) error {
@@ -326,13 +326,19 @@ func run(args []string) error {
 	}
 	// ProjectionReconciliation: dry runs, approved applies and
 	// rollbacks. Its own pools: it never creates recovery's schema and runs
-	// no outbox publisher.
+	// no polling outbox publisher; with NATS it republishes, and drains the
+	// outbox right after a repair committed notifications.
+	reconTelemetry, err := controllers.ReconciliationTelemetry()
+	if err != nil {
+		return fmt.Errorf("registering the reconciliation metrics: %w", err)
+	}
 	if err := (&controllers.ProjectionReconciliationReconciler{
 		Clock:                   clk,
+		Telemetry:               reconTelemetry,
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder("projection-reconciliation"),
-		Connections:             &controllers.Connections{MaxConnsPerDSN: 2, Log: ctrl.Log.WithName("reconciliation")},
+		Connections:             &controllers.Connections{MaxConnsPerDSN: 2, NATS: rec.Connections.NATS, Log: ctrl.Log.WithName("reconciliation")},
 		ApproverServiceAccounts: o.approverServiceAccounts,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the reconciliation controller: %w", err)

@@ -17,7 +17,8 @@ limitations under the License.
 // Package notify publishes position notifications after commit (FR-APR06 R2).
 //
 // A page writes one outbox row per key whose final position differs from its
-// pre-page value, inside the page transaction (internal/store). Nothing is
+// pre-page value, inside the page transaction (internal/store), and so does a
+// reconciliation repair for each key it changes (store.NotifyRepairTx). Nothing is
 // published from inside a transaction: the Publisher reads committed outbox
 // rows, publishes them to NATS with the row's idempotency key as the
 // Nats-Msg-Id header, waits for the server to acknowledge the flush, and only
@@ -50,6 +51,44 @@ type Notification struct {
 	Quantity   string `json:"quantity"`
 	AvgCost    string `json:"avgCost"`
 	CursorSeq  int64  `json:"cursorSeq"`
+}
+
+// Message is the NATS message of one notification: subject
+// <prefix>.<scope> (prefix "" is DefaultSubjectPrefix), the JSON body, and
+// the row's msg id as Nats-Msg-Id. Every sender of an outbox row uses it, so
+// a row re-sent by another path is the same message and deduplicates.
+func Message(prefix string, n Notification) (*nats.Msg, error) {
+	if prefix == "" {
+		prefix = DefaultSubjectPrefix
+	}
+	body, err := json.Marshal(n)
+	if err != nil {
+		return nil, fmt.Errorf("notify: encode notification %s: %w", n.MsgID, err)
+	}
+	msg := nats.NewMsg(prefix + "." + n.Scope)
+	msg.Data = body
+	msg.Header.Set(nats.MsgIdHdr, n.MsgID)
+	return msg, nil
+}
+
+// Send publishes one notification (Message) and returns once the server
+// has it (a flush, bounded by flushTimeout), so a caller that marks the row
+// sent afterwards never marks one NATS did not receive. It is republish's
+// send of one row; the outbox drain is Flush.
+func Send(ctx context.Context, nc *nats.Conn, prefix string, n Notification) error {
+	msg, err := Message(prefix, n)
+	if err != nil {
+		return err
+	}
+	if err := nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("notify: publish %s: %w", n.MsgID, err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	defer cancel()
+	if err := nc.FlushWithContext(fctx); err != nil {
+		return fmt.Errorf("notify: flush %s: %w", n.MsgID, err)
+	}
+	return nil
 }
 
 // Publisher drains the outbox to NATS.
@@ -97,6 +136,24 @@ func (p *Publisher) Run(ctx context.Context, interval time.Duration, onErr func(
 			return
 		case <-p.kick:
 		case <-t.C:
+		}
+	}
+}
+
+// RunOnKick flushes on every Kick, and only then, until ctx ends: the drain
+// of a pool that commits notifications only now and then (a reconciliation
+// repair's) under a manager that runs no polling publisher of its own. A
+// failed flush is reported to onErr and left to the next kick and to the
+// polling publishers: the rows stay unsent, nothing is lost.
+func (p *Publisher) RunOnKick(ctx context.Context, onErr func(error)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		}
+		if _, err := p.Flush(ctx); err != nil && onErr != nil && ctx.Err() == nil {
+			onErr(err)
 		}
 	}
 }
@@ -209,13 +266,10 @@ SELECT id, msg_id, scope, account, instrument, quantity::text, avg_cost::text, c
 		return 0, nil
 	}
 	for _, m := range msgs {
-		body, err := json.Marshal(m)
+		msg, err := Message(p.prefix, m)
 		if err != nil {
-			return 0, fmt.Errorf("encode notification: %w", err)
+			return 0, err
 		}
-		msg := nats.NewMsg(p.Subject(m.Scope))
-		msg.Data = body
-		msg.Header.Set(nats.MsgIdHdr, m.MsgID)
 		if err := p.nc.PublishMsg(msg); err != nil {
 			return 0, fmt.Errorf("publish %s: %w", m.MsgID, err)
 		}

@@ -18,6 +18,7 @@ package recon
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -75,6 +76,9 @@ type Outcome struct {
 	Verified        []string
 	StillDrifting   []string
 
+	// AuditErrors lists records that could not be written: of refused or
+	// failed actions and of reverts (an applied action's lost record fails
+	// the apply instead).
 	AuditErrors []string
 	Telemetry   Telemetry
 
@@ -104,8 +108,11 @@ type applyRun struct {
 // (lease_unavailable when it cannot: nothing written); under it, a Journal
 // that is also AppliedPlans refuses a plan another run applied meanwhile
 // (plan_stale, nothing written but the lease's take and release); each selected action
-// in plan order is applied and journaled; on the first failure the journal
-// is reverted newest-first and repair_failed returned. After success a fresh
+// in plan order is applied with its journal entry and audit record, in the
+// handler's transaction when it has one (StepRecords); on the first failure,
+// a handler's or a record's that could not be written, the applied actions
+// are reverted newest-first and repair_failed returned: an apply never
+// reads ok with a record of its writes missing. After success a fresh
 // read verifies; the session ends last. The returned Outcome is never nil; the error is an *Error.
 func (w *Workflow) Apply(ctx context.Context, plan *Plan, opt ApplyOptions) (*Outcome, error) {
 	start := w.now()
@@ -204,8 +211,13 @@ func (w *Workflow) Apply(ctx context.Context, plan *Plan, opt ApplyOptions) (*Ou
 			return r.refuse(hctx, plan.Actions, fail(ResultPlanStale, nil, "plan %s was applied by run %s since this run's fresh read: run a new dry run", plan.PlanID, by))
 		}
 	}
+	// The records of the actions left out come first: one that cannot be
+	// written stops the run before its first write, since an apply never
+	// reads ok with a record missing.
 	for _, s := range skipped {
-		r.audit(hctx, s.action, AuditRefused, "", s.reason)
+		if err := r.audit(hctx, s.action, AuditRefused, "", s.reason); err != nil {
+			return r.stop(hctx, fail(ResultRepairFailed, err, "the audit record of %s (not selected) could not be written: nothing written", s.action.ID))
+		}
 	}
 	return r.execute(hctx, selected)
 }
@@ -257,7 +269,7 @@ func (r *applyRun) refuse(ctx context.Context, actions []Action, e *Error) (*Out
 	r.out.Code, r.out.Detail = e.Code, e.Error()
 	if r.w.Auditor != nil {
 		for _, a := range actions {
-			r.audit(ctx, a, AuditRefused, e.Code, e.Detail)
+			_ = r.audit(ctx, a, AuditRefused, e.Code, e.Detail) // listed in AuditErrors
 		}
 	}
 	r.finish(ctx)
@@ -265,15 +277,35 @@ func (r *applyRun) refuse(ctx context.Context, actions []Action, e *Error) (*Out
 	return r.out, e
 }
 
-func (r *applyRun) audit(ctx context.Context, a Action, outcome string, code ResultCode, reason string) {
-	rec := AuditRecord{Action: AuditAction, CorrelationID: r.out.CorrelationID, PlanID: r.out.PlanID, Scope: r.out.Scope,
+// stop ends a run that wrote nothing with e, its records written already.
+func (r *applyRun) stop(ctx context.Context, e *Error) (*Outcome, error) {
+	r.out.Code, r.out.Detail = e.Code, e.Error()
+	r.finish(ctx)
+	r.w.Log.Info("reconciliation apply stopped", "plan", r.out.PlanID, "correlationID", r.out.CorrelationID, "code", e.Code, "detail", e.Error())
+	return r.out, e
+}
+
+// record is the audit record of a, with every field a revert reads.
+func (r *applyRun) record(a Action, outcome string, code ResultCode, reason string) AuditRecord {
+	return AuditRecord{Action: AuditAction, CorrelationID: r.out.CorrelationID, PlanID: r.out.PlanID, Scope: r.out.Scope,
 		Principal: r.out.Principal, ActionID: a.ID, Kind: a.Kind, Outcome: outcome, Code: code, Reason: reason,
 		Target: a.Target.clone(), Before: a.Before.clone(), After: a.After.clone(), LifecycleEvent: a.LifecycleEvent,
 		Reversible: a.Reversible, Risk: a.Risk, Rollback: a.Rollback, At: r.w.now()}
-	if err := r.w.Auditor.Audit(context.WithoutCancel(ctx), rec); err != nil {
-		r.out.AuditErrors = append(r.out.AuditErrors, a.ID+": "+err.Error())
-		r.w.Log.Error(err, "audit record lost", "action", a.ID, "outcome", outcome, "correlationID", r.out.CorrelationID)
+}
+
+// audit writes a record of a step that wrote nothing (refused, failed,
+// revert failed); a lost one is listed in AuditErrors, logged and returned.
+func (r *applyRun) audit(ctx context.Context, a Action, outcome string, code ResultCode, reason string) error {
+	err := r.w.Auditor.Audit(context.WithoutCancel(ctx), r.record(a, outcome, code, reason))
+	if err != nil {
+		r.lost(err, a, outcome)
 	}
+	return err
+}
+
+func (r *applyRun) lost(err error, a Action, outcome string) {
+	r.out.AuditErrors = append(r.out.AuditErrors, a.ID+": "+err.Error())
+	r.w.Log.Error(err, "reconciliation record lost", "action", a.ID, "outcome", outcome, "correlationID", r.out.CorrelationID)
 }
 
 func (r *applyRun) journal(ctx context.Context, a Action, event, errText string) error {
@@ -282,26 +314,54 @@ func (r *applyRun) journal(ctx context.Context, a Action, event, errText string)
 		Seq: r.seq, Event: event, Action: a, Error: errText, At: r.w.now()})
 }
 
-// execute applies the selected actions in order, journaling each; the first
-// failure rolls back; success verifies on a fresh read.
+// step runs one write of a run (h.Apply or h.Revert) with its records
+// (StepRecords) at the run's next journal position. The records commit in
+// the handler's transaction when it has one; otherwise they are written
+// here, journal entry then audit record. It returns the handler's error
+// (nothing of the step recorded, its position free again) or the error of
+// the records written here (the write is done: the caller reverts it or
+// reports it).
+func (r *applyRun) step(ctx context.Context, a Action, event, outcome string, write func(context.Context, Action) error) (handlerErr, recordErr error) {
+	rec := &StepRecords{Entry: JournalEntry{CorrelationID: r.out.CorrelationID, PlanID: r.out.PlanID, Scope: r.out.Scope,
+		Seq: r.seq + 1, Event: event, Action: a, At: r.w.now()}, Audit: r.record(a, outcome, "", "")}
+	if err := write(WithStepRecords(ctx, rec), a); err != nil {
+		return err, nil
+	}
+	r.seq++
+	if rec.Written() {
+		return nil, nil
+	}
+	if err := r.w.Journal.Append(ctx, rec.Entry); err != nil {
+		return nil, fmt.Errorf("journal %s (%s): %w", a.ID, event, err)
+	}
+	if err := r.w.Auditor.Audit(context.WithoutCancel(ctx), rec.Audit); err != nil {
+		return nil, fmt.Errorf("audit %s (%s): %w", a.ID, outcome, err)
+	}
+	return nil, nil
+}
+
+// execute applies the selected actions in order, each with its journal
+// entry and audit record (step); the first failure rolls back; success
+// verifies on a fresh read.
 func (r *applyRun) execute(ctx context.Context, selected []Action) (*Outcome, error) {
 	for i := range selected {
 		a := selected[i]
 		h := r.w.Handlers[a.Kind]
-		err := ctx.Err()
-		if err == nil {
-			err = h.Apply(ctx, a)
-		}
-		if err != nil {
+		if err := ctx.Err(); err != nil {
 			return r.rollbackAfter(ctx, a, err, nil)
 		}
-		if jerr := r.journal(ctx, a, JournalApplied, ""); jerr != nil {
-			// Written but not journaled: revert it with the others, since a
-			// write the journal does not hold could never be rolled back.
-			return r.rollbackAfter(ctx, a, jerr, &a)
+		herr, rerr := r.step(ctx, a, JournalApplied, AuditApplied, h.Apply)
+		if herr != nil {
+			return r.rollbackAfter(ctx, a, herr, nil)
+		}
+		if rerr != nil {
+			// Written but not recorded: revert it with the others, since a
+			// write the journal does not hold could never be rolled back,
+			// and one the audit trail does not hold was never approved as
+			// far as anyone reading it can tell.
+			return r.rollbackAfter(ctx, a, rerr, &a)
 		}
 		r.out.Applied = append(r.out.Applied, a)
-		r.audit(ctx, a, AuditApplied, "", "")
 	}
 	r.verify(ctx)
 	r.finish(ctx)
@@ -311,16 +371,17 @@ func (r *applyRun) execute(ctx context.Context, selected []Action) (*Outcome, er
 	return r.out, nil
 }
 
-// rollbackAfter handles the first failure: it reverts every journaled
-// action newest-first (plus unjournaled, when its journaling failed) with a
-// context that survives cancellation, and returns repair_failed.
-func (r *applyRun) rollbackAfter(ctx context.Context, failed Action, cause error, unjournaled *Action) (*Outcome, error) {
+// rollbackAfter handles the first failure: it reverts every applied
+// action newest-first (plus unrecorded, written but its records not all
+// written) with a context that survives cancellation, and returns
+// repair_failed.
+func (r *applyRun) rollbackAfter(ctx context.Context, failed Action, cause error, unrecorded *Action) (*Outcome, error) {
 	r.out.FailedAction, r.out.FailedError = &failed, cause.Error()
-	r.audit(ctx, failed, AuditFailed, ResultRepairFailed, cause.Error())
+	_ = r.audit(ctx, failed, AuditFailed, ResultRepairFailed, cause.Error()) // listed in AuditErrors
 	rctx := context.WithoutCancel(ctx)
 	toRevert := append([]Action{}, r.out.Applied...)
-	if unjournaled != nil {
-		toRevert = append(toRevert, *unjournaled)
+	if unrecorded != nil {
+		toRevert = append(toRevert, *unrecorded)
 	}
 	r.out.RolledBack, r.out.RollbackFailed = revertNewestFirst(rctx, r, toRevert)
 	e := fail(ResultRepairFailed, cause, "action %s failed; %d reverted, %d not reverted", failed.ID, len(r.out.RolledBack), len(r.out.RollbackFailed))
@@ -342,21 +403,23 @@ func revertNewestFirst(ctx context.Context, r *applyRun, actions []Action) ([]Ac
 		if !a.Reversible {
 			err = &Error{Code: ResultRepairFailed, Detail: "irreversible: " + a.Rollback}
 		} else {
-			err = r.w.Handlers[a.Kind].Revert(ctx, a)
+			var rerr error
+			err, rerr = r.step(ctx, a, JournalReverted, AuditReverted, r.w.Handlers[a.Kind].Revert)
+			if err == nil && rerr != nil {
+				// Reverted (it cannot be undone now) but not recorded:
+				// listed in AuditErrors, so the run does not read ok.
+				r.lost(rerr, a, AuditReverted)
+			}
 		}
 		if err != nil {
 			failed = append(failed, RollbackFailure{Action: a, Error: err.Error()})
 			if jerr := r.journal(ctx, a, JournalRevertFailed, err.Error()); jerr != nil {
-				r.w.Log.Error(jerr, "journal revert failure", "action", a.ID)
+				r.lost(jerr, a, JournalRevertFailed)
 			}
-			r.audit(ctx, a, AuditRevertFailed, ResultRepairFailed, err.Error())
+			_ = r.audit(ctx, a, AuditRevertFailed, ResultRepairFailed, err.Error()) // listed in AuditErrors
 			continue
 		}
 		done = append(done, a)
-		if jerr := r.journal(ctx, a, JournalReverted, ""); jerr != nil {
-			r.w.Log.Error(jerr, "journal revert", "action", a.ID)
-		}
-		r.audit(ctx, a, AuditReverted, "", "")
 	}
 	return done, failed
 }

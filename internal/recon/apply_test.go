@@ -241,8 +241,9 @@ func TestRollback_ReversesASuccessfulApply(t *testing.T) {
 	}
 	r.handlers.calls = nil
 	ro, err := r.wf.Rollback(context.Background(), out, "ada")
-	if err != nil {
-		t.Fatalf("rollback: %v", err)
+	// The republish stays in place: partial, never ok.
+	if CodeOf(err) != ResultPartial || ro.Code != ResultPartial {
+		t.Fatalf("rollback: %v, want partial", err)
 	}
 	if got := strings.Join(ids(ro.RolledBack), ","); got != idRederive+","+idRewrite {
 		t.Errorf("reverted newest-first: %s", got)

@@ -33,8 +33,8 @@ func TestAudit_RecordCarriesTheAction(t *testing.T) {
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}
-	if _, err := r.wf.Rollback(context.Background(), out, "ada"); err != nil {
-		t.Fatalf("rollback: %v", err)
+	if _, err := r.wf.Rollback(context.Background(), out, "ada"); CodeOf(err) != ResultPartial {
+		t.Fatalf("rollback: %v, want partial (republish stays)", err)
 	}
 	if len(r.audit.records) != 5 { // 3 applied, 2 reverted (republish is irreversible)
 		t.Fatalf("audit: %v", r.audit.outcomes())

@@ -167,7 +167,7 @@ func correlate(s *Snapshot) correlation {
 	c.managerDown = c.liveScopes >= 2 && stale == c.liveScopes
 
 	switch {
-	case s.Publisher != nil && !s.Publisher.Connected:
+	case s.Publisher != nil && s.Publisher.Missing == "" && !s.Publisher.Connected:
 		c.publisherDown, c.publisherWhy = true, "publisher_connected=false"
 	default:
 		overdue, recentSend := false, false

@@ -301,9 +301,23 @@ type outboxKey struct {
 	cursorSeq           int64
 }
 
+// RepairMsgIDPrefix starts the msg id of a reconciliation repair's
+// notification (store.RepairMsgIDPrefix, the same string).
+const RepairMsgIDPrefix = "repair/"
+
+// Repair reports whether the row is a repair's notification, not a page's.
+func (o *OutboxRow) Repair() bool { return strings.HasPrefix(o.MsgID, RepairMsgIDPrefix) }
+
 // checkOutbox: unsent rows past staleAfter, and unsent copies of one
 // notification (same msg id, or same key and cursor seq). The oldest copy
 // (lowest id) is kept.
+//
+// A repair's notification is a copy only of one with its msg id: it carries
+// the cursor seq the scope stood at, which the page notification it
+// corrects (or the apply's, for a rollback's) may share unsent, with
+// another value. Grouped by key and cursor seq, the repair's own
+// announcement would be reported as a double publish and collapsed or
+// handed to a human.
 func checkOutbox(d *detector) {
 	s := d.s
 	byMsg := map[string][]int{}
@@ -319,11 +333,12 @@ func checkOutbox(d *detector) {
 			msgOrder = append(msgOrder, o.MsgID)
 		}
 		byMsg[o.MsgID] = append(byMsg[o.MsgID], i)
-		k := outboxKey{o.Account, o.Instrument, o.CursorSeq}
-		if len(byKey[k]) == 0 {
-			keyOrder = append(keyOrder, k)
+		if k := (outboxKey{o.Account, o.Instrument, o.CursorSeq}); !o.Repair() {
+			if len(byKey[k]) == 0 {
+				keyOrder = append(keyOrder, k)
+			}
+			byKey[k] = append(byKey[k], i)
 		}
-		byKey[k] = append(byKey[k], i)
 		if s.Now.Sub(o.CreatedAt) > s.StaleAfter {
 			cause := RootCause{Code: CauseMessageNotPickedUp, Confidence: Possible,
 				Hint:     "the publisher drains other rows but not this one: it was skipped or its publish keeps failing",

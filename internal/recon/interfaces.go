@@ -48,6 +48,13 @@ const (
 	ResultCancelled ResultCode = "cancelled"
 	// ResultInternal: a misconfigured workflow or a detection bug; nothing written.
 	ResultInternal ResultCode = "internal"
+	// ResultPartial: a rollback whose reverts all committed but which left
+	// something for a person: irreversible actions still in place (Manual,
+	// each with its rollback text: what to do by hand), or a revert whose
+	// journal entry or audit record could not be written (AuditErrors).
+	// Reading ok instead would tell an approver the repair is undone when
+	// it is not.
+	ResultPartial ResultCode = "partial"
 )
 
 // Error is a result that is not success: its Code says which guard or step
@@ -92,7 +99,10 @@ func fail(code ResultCode, err error, format string, args ...any) *Error {
 //   - return an error on failure, never swallow it (a swallowed error is
 //     reported as applied and only shows up later as stillDrifting);
 //   - be idempotent: re-applying an action whose After is in place is a
-//     no-op (a crash between the write and the journal is possible);
+//     no-op (a crash between the write and the journal is possible for a
+//     handler that does not commit the step's records itself);
+//   - write the step's records (StepRecordsFrom) in its transaction before
+//     COMMIT when it has one, and MarkWritten once committed;
 //   - Revert restores Before exactly;
 //   - compare the record with Before (Apply) or After (Revert) under the
 //     write lock and fail when it differs: the apply's re-check is not
@@ -185,7 +195,9 @@ type JournalEntry struct {
 
 // Journal persists the steps of a repair, so a crashed apply is inspectable
 // and can be rolled back from the journal alone. An Append error stops the
-// apply and rolls back.
+// apply and rolls back. A step's entry reaches the journal either in its
+// handler's transaction (StepRecords) or through Append after the handler
+// returned.
 type Journal interface {
 	Append(ctx context.Context, e JournalEntry) error
 }
@@ -293,13 +305,56 @@ func SameRepair(a, b Action) bool {
 		a.LifecycleEvent == b.LifecycleEvent && a.Reversible == b.Reversible && a.Risk == b.Risk && a.Rollback == b.Rollback
 }
 
-// Auditor receives audit records. Its errors do not undo a repair; they are
-// reported in the outcome (AuditErrors). A run with a lost record can still
-// be rolled back from its Outcome; a rollback from the audit trail
-// (reconstore's RollbackRun) then finds the trail and the journal disagreeing
-// and refuses rather than guess.
+// Auditor receives audit records. The record of an applied or reverted
+// action is written with its journal entry: in the handler's transaction
+// when the handler has one (StepRecords), else right after the journal
+// entry. Its error on an applied action is the apply's failure, like an
+// Append error: the action is reverted with the others and the apply
+// answers repair_failed, never ok with the record missing (a rollback
+// from the audit trail, reconstore's RollbackRun, would find the trail and
+// the journal disagreeing and refuse). Errors on the records of refused,
+// failed or revert-failed actions, which wrote nothing, are reported in
+// the outcome (AuditErrors).
 type Auditor interface {
 	Audit(ctx context.Context, r AuditRecord) error
+}
+
+// StepRecords are the journal entry and the audit record of one step of a
+// run (an action applied, or reverted), handed to its handler through the
+// context (WithStepRecords). A handler that writes in a database
+// transaction writes both in that transaction, before COMMIT, and calls
+// MarkWritten once it has committed: the write and its records then commit
+// together or not at all, so a crash between them can leave neither a
+// write nobody recorded nor a record of a write that never happened. A
+// handler that does not (no transaction: trigger_cycle; a handler of
+// another deployment) leaves them, and the workflow writes them after it
+// returns (Journal.Append, then Auditor.Audit), failing the step when
+// either fails. A handler whose action is already done (its After in place:
+// a write nothing) still writes them: the step happened in this run.
+type StepRecords struct {
+	Entry   JournalEntry
+	Audit   AuditRecord
+	written bool
+}
+
+// MarkWritten: both records committed with the handler's transaction.
+func (s *StepRecords) MarkWritten() { s.written = true }
+
+// Written reports whether the handler committed both records.
+func (s *StepRecords) Written() bool { return s.written }
+
+type stepRecordsKey struct{}
+
+// WithStepRecords hands s to the handler called with the returned context.
+func WithStepRecords(ctx context.Context, s *StepRecords) context.Context {
+	return context.WithValue(ctx, stepRecordsKey{}, s)
+}
+
+// StepRecordsFrom returns the records of the step ctx runs (nil outside
+// one: a dry run's rehearsal, a test calling a handler directly).
+func StepRecordsFrom(ctx context.Context) *StepRecords {
+	s, _ := ctx.Value(stepRecordsKey{}).(*StepRecords)
+	return s
 }
 
 // TelemetryName is the name of the one record each apply run emits.

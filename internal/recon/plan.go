@@ -250,6 +250,9 @@ func refuseFinding(r *Report, s *Snapshot, f *Finding) string {
 			return "the lease is unexpired" + until + ": its page may still be running"
 		}
 	case OutboxDelivered, OutboxIdentityUnique:
+		if p := s.Publisher; f.Invariant == OutboxDelivered && p != nil && p.Missing != "" {
+			return "this manager cannot republish: " + p.Missing + "; the row waits for a manager's publisher with NATS"
+		}
 		if r.PublisherNotDraining {
 			return "the publisher is not draining (publisher_not_draining): fix the publisher first"
 		}

@@ -18,6 +18,8 @@ package recon
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -28,9 +30,23 @@ type RollbackManual struct {
 	Rollback string
 }
 
+// LeftAction is an applied action a rollback or a failed apply's
+// automatic rollback left in place: what a person must do about it.
+type LeftAction struct {
+	ID   string
+	Kind ActionKind
+	// Rollback is the action's human rollback text (what to do by hand).
+	Rollback string
+	// Error is why its revert failed ("" for an irreversible action,
+	// which no revert was attempted for).
+	Error string
+}
+
 // RollbackOutcome is the result of rolling back a successful apply. The
 // drift reappears, which is expected: rollback restores the projection, not
-// the truth.
+// the truth. Code is "" only when nothing is left: partial when
+// irreversible actions stay (Manual) or a revert's record was lost
+// (AuditErrors), repair_failed when a revert failed (RollbackFailed).
 type RollbackOutcome struct {
 	Code           ResultCode
 	Detail         string
@@ -48,23 +64,56 @@ type RollbackOutcome struct {
 	WithdrawnThrough int64
 }
 
+// Left lists what the rollback left in place for a person: the
+// irreversible actions (Manual), then the reverts that failed.
+func (ro *RollbackOutcome) Left() []LeftAction {
+	var left []LeftAction
+	for _, m := range ro.Manual {
+		left = append(left, LeftAction{ID: m.Action.ID, Kind: m.Action.Kind, Rollback: m.Rollback})
+	}
+	for _, f := range ro.RollbackFailed {
+		left = append(left, LeftAction{ID: f.Action.ID, Kind: f.Action.Kind, Rollback: f.Action.Rollback, Error: f.Error})
+	}
+	return left
+}
+
+// Left lists what a failed apply's automatic rollback left in place: the
+// actions it could not revert (irreversible ones among them).
+func (o *Outcome) Left() []LeftAction {
+	var left []LeftAction
+	for _, f := range o.RollbackFailed {
+		left = append(left, LeftAction{ID: f.Action.ID, Kind: f.Action.Kind, Rollback: f.Action.Rollback, Error: f.Error})
+	}
+	return left
+}
+
 // Rollback reverts a successful apply from its Outcome: reversible actions
-// newest-first through their handlers (journaled and audited as reverted);
-// irreversible ones are returned in Manual with their rollback text. It is
-// guarded like an apply: the principal must be allowed (repair_denied), the
-// outcome must be a successful apply with applied actions
-// (nothing_selected), and every reversible action needs a revert
-// (handler_missing), all before the first write; then the run's Session
-// begins (lease_unavailable when it cannot). A revert that fails is
-// listed in RollbackFailed and the rest continue; the error is then
-// repair_failed.
+// newest-first through their handlers, each with its journal entry and
+// audit record (reverted) in the handler's transaction when it has one
+// (StepRecords); irreversible ones are returned in Manual with their
+// rollback text, and the result is then partial, never ok. It is guarded
+// like an apply: the principal must be allowed (repair_denied), the outcome
+// must be a successful apply with applied actions (nothing_selected), and
+// every reversible action needs a revert (handler_missing), all before the
+// first write; then the run's Session begins (lease_unavailable when it
+// cannot). Every refusal after the workflow's own validation is audited
+// on each applied action of o (refused, with its code), as an apply's
+// refusals are. A revert that fails is listed in RollbackFailed and the
+// rest continue; the error is then repair_failed.
 func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (*RollbackOutcome, error) {
 	ro := &RollbackOutcome{}
 	if o != nil {
 		ro.CorrelationID, ro.PlanID = o.CorrelationID, o.PlanID
 	}
+	var r *applyRun
 	end := func(e *Error) (*RollbackOutcome, error) {
 		ro.Code, ro.Detail = e.Code, e.Error()
+		if r != nil && o != nil {
+			for _, a := range o.Applied {
+				_ = r.audit(ctx, a, AuditRefused, e.Code, "rollback refused: "+e.Detail) // listed in AuditErrors
+			}
+			ro.AuditErrors = r.out.AuditErrors
+		}
 		w.Log.Info("reconciliation rollback refused", "plan", ro.PlanID, "correlationID", ro.CorrelationID, "code", e.Code)
 		return ro, e
 	}
@@ -75,7 +124,7 @@ func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (
 	if principal != "" {
 		ok, err = w.Permission.Allowed(ctx, principal)
 	}
-	r := &applyRun{w: w, out: &Outcome{Principal: principal}, start: w.now()}
+	r = &applyRun{w: w, out: &Outcome{Principal: principal}, start: w.now()}
 	if o != nil {
 		r.out.PlanID, r.out.Scope, r.out.CorrelationID = o.PlanID, o.Scope, o.CorrelationID
 		// Journal after the entries the run holds already (an outcome made
@@ -83,12 +132,6 @@ func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (
 		r.seq = max(o.Journaled, len(o.Applied))
 	}
 	if !ok || err != nil {
-		if o != nil {
-			for _, a := range o.Applied {
-				r.audit(ctx, a, AuditRefused, ResultRepairDenied, "rollback denied")
-			}
-		}
-		ro.AuditErrors = r.out.AuditErrors
 		return end(fail(ResultRepairDenied, err, "principal %q may not roll back repairs", principal))
 	}
 	if o == nil || o.Code != "" || len(o.Applied) == 0 {
@@ -122,13 +165,34 @@ func (w *Workflow) Rollback(ctx context.Context, o *Outcome, principal string) (
 	ro.AuditErrors = r.out.AuditErrors
 	w.Log.Info("reconciliation rollback", "plan", ro.PlanID, "correlationID", ro.CorrelationID,
 		"rolledBack", len(ro.RolledBack), "rollbackFailed", len(ro.RollbackFailed), "manual", len(ro.Manual),
-		"took", time.Duration(w.now().Sub(r.start)))
-	if len(ro.RollbackFailed) > 0 {
-		e := fail(ResultRepairFailed, nil, "%d actions could not be reverted", len(ro.RollbackFailed))
-		ro.Code, ro.Detail = e.Code, e.Error()
-		return ro, e
+		"recordsLost", len(ro.AuditErrors), "took", time.Duration(w.now().Sub(r.start)))
+	var e *Error
+	switch {
+	case len(ro.RollbackFailed) > 0:
+		e = fail(ResultRepairFailed, nil, "%d actions could not be reverted", len(ro.RollbackFailed))
+	case len(ro.Manual) > 0 || len(ro.AuditErrors) > 0:
+		e = fail(ResultPartial, nil, "%s", partialDetail(ro))
+	default:
+		return ro, nil
 	}
-	return ro, nil
+	ro.Code, ro.Detail = e.Code, e.Error()
+	return ro, e
+}
+
+// partialDetail says what a partial rollback did and what it left.
+func partialDetail(ro *RollbackOutcome) string {
+	d := fmt.Sprintf("%d actions reverted", len(ro.RolledBack))
+	if n := len(ro.Manual); n > 0 {
+		ids := make([]string, 0, n)
+		for _, m := range ro.Manual {
+			ids = append(ids, m.Action.ID)
+		}
+		d += fmt.Sprintf("; %d irreversible actions stay in place, undo them by hand as each one's rollback text says: %s", n, strings.Join(ids, ", "))
+	}
+	if n := len(ro.AuditErrors); n > 0 {
+		d += fmt.Sprintf("; %d records of the reverts could not be written: %s", n, strings.Join(ro.AuditErrors, "; "))
+	}
+	return d
 }
 
 // stillApplied keeps, under the run's session, the actions the journal

@@ -213,6 +213,22 @@ func workerScenarios() []scenario {
 					t.Errorf("collapse action: %+v", a)
 				}
 			}},
+		// A repair announces the key it changed at the cursor the scope
+		// stands at, beside the page's unsent notification it corrects: not
+		// a copy of it (store.NotifyRepairTx).
+		{name: "outbox.identity_unique: a repair's notification at the page's cursor seq is no copy",
+			mutate: func(s *Snapshot) {
+				outbox(s, 2, "m-2", time.Minute)
+				outbox(s, 3, RepairMsgIDPrefix+"m-3", time.Minute)
+				s.SQL.Outbox[2].Quantity = d("4")
+			}},
+		{name: "outbox.delivered: a manager without NATS says why it does not republish",
+			mutate: func(s *Snapshot) {
+				outbox(s, 2, "m-2", 10*time.Minute)
+				s.Publisher = &PublisherStatus{Missing: "the manager has no NATS connection (--nats-url is not set)"}
+			},
+			want:   []string{"outbox.delivered@" + ob("2", "m-2") + "=message_not_picked_up"},
+			manual: map[string]string{"outbox.delivered@" + ob("2", "m-2"): "cannot republish: the manager has no NATS connection"}},
 		{name: "outbox.identity_unique: copies with different values are manual",
 			mutate: func(s *Snapshot) {
 				outbox(s, 2, "m-2", time.Minute)

@@ -326,4 +326,10 @@ type OutboxRow struct {
 // PublisherStatus is the outbox publisher as the manager sees it.
 type PublisherStatus struct {
 	Connected bool // the NATS connection is up
+	// Missing, when set, says why this manager has no NATS connection at
+	// all. republish is then refused at planning with it (nothing here could
+	// send the row, and a plan whose rehearsal must fail would never be
+	// approvable), and whether the outbox drains is inferred from its rows
+	// as without a status: another manager may be draining it.
+	Missing string
 }

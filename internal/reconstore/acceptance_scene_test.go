@@ -311,6 +311,41 @@ func (s *scene) dump(exact bool) map[string]string {
 	return out
 }
 
+// withoutNotes is a dump without the repairs' notifications
+// (store.NotifyRepairTx): a rollback announces the balance it puts back
+// rather than unsaying the apply's announcement, which consumers have.
+func withoutNotes(d map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range d {
+		out[k] = v
+	}
+	_, rows, _ := strings.Cut(d["projection_catchup_outbox"], " rows: ")
+	var keep []string
+	for _, r := range strings.Split(rows, "\n") {
+		if r != "" && !strings.Contains(r, ","+store.RepairMsgIDPrefix) {
+			keep = append(keep, r)
+		}
+	}
+	out["projection_catchup_outbox"] = itoa(int64(len(keep))) + " rows: " + strings.Join(keep, "\n")
+	return out
+}
+
+// notes are the repairs' notifications of the scope in outbox order, as
+// "account/instrument quantity@avg_cost" (canonical decimals).
+func (s *scene) notes() []string {
+	s.t.Helper()
+	rows, err := s.admin.Query(ctxb, `SELECT account || '/' || instrument || ' ' || trim_scale(quantity)::text || '@' || trim_scale(avg_cost)::text
+  FROM projection_catchup_outbox WHERE scope = $1 AND msg_id LIKE 'repair/%' ORDER BY id`, s.scope)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
 // sameDump reports the tables whose dumps differ, with their first differing line.
 func sameDump(got, want map[string]string) []string {
 	var diffs []string

@@ -353,7 +353,8 @@ func (s *scene) restored(pre snapshotDumps, b breakage, verified int64, ro *reco
 	if !exact {
 		want = pre.loose
 	}
-	got := s.dump(exact)
+	got := withoutNotes(s.dump(exact))
+	want = withoutNotes(want)
 	wantWithdrawn := int64(0)
 	if b.withdraws {
 		wantWithdrawn = verified

@@ -172,13 +172,18 @@ SELECT correlation_id, 99, plan_id, scope, 'reverted', action_id, action, now() 
 	s.exec(`DELETE FROM projection_reconciliation_journal WHERE correlation_id = $1 AND position = 99`, o.CorrelationID)
 
 	verified := s.cursor().VerifiedThroughSeq
+	// The collapse stays in place: partial, never ok.
 	ro, err := w.RollbackRun(ctxb, s.scope, o.CorrelationID, approver, 0)
-	if err != nil || len(ro.RolledBack) != 1 || ro.RolledBack[0].Kind != recon.ActionRederivePosition || len(ro.RollbackFailed) != 0 {
+	if recon.CodeOf(err) != recon.ResultPartial || ro.Code != recon.ResultPartial || len(ro.RolledBack) != 1 ||
+		ro.RolledBack[0].Kind != recon.ActionRederivePosition || len(ro.RollbackFailed) != 0 {
 		t.Fatalf("rollback from the audit trail: %v %+v", err, ro)
 	}
 	spec, _ := recon.SpecOf(recon.ActionCollapse)
 	if len(ro.Manual) != 1 || ro.Manual[0].Action.Kind != recon.ActionCollapse || ro.Manual[0].Rollback != spec.Rollback || spec.Rollback == "" {
 		t.Fatalf("the irreversible collapse: %+v, want it manual with %q", ro.Manual, spec.Rollback)
+	}
+	if left := ro.Left(); len(left) != 1 || left[0].Kind != recon.ActionCollapse || left[0].Rollback != spec.Rollback {
+		t.Fatalf("left in place: %+v, want the collapse with its rollback text", left)
 	}
 	// The position is back as the hand edit left it, inside the window the
 	// cursor verified: that verification is withdrawn (store.WithdrawTx),

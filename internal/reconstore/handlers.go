@@ -27,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -51,18 +52,24 @@ type Handlers struct {
 	// TriggerCycle asks the controller to run one recovery cycle of scope
 	// (trigger_cycle). nil: trigger_cycle fails.
 	TriggerCycle func(ctx context.Context, scope string) error
-	// Publish sends one outbox row with its msg id as Nats-Msg-Id
-	// (republish). nil: republish fails.
-	Publish func(ctx context.Context, row recon.OutboxRow) error
+	// Publish sends one outbox row as the outbox publisher would (the same
+	// notify.Message: its msg id as Nats-Msg-Id) and returns once NATS has
+	// it (republish). nil: republish fails.
+	Publish func(ctx context.Context, n notify.Notification) error
 	// DryRun runs every handler in a transaction that is rolled back
 	// (store.DryRunScopeWrite): a plan that would fail is known before
 	// approval, and nothing is written. Hooks (TriggerCycle, Publish,
-	// Withdrawn) are not called in a dry run.
+	// Withdrawn, the store's after-commit kick) are not called in a dry run.
 	DryRun bool
 	// Withdrawn is told, after the commit, that a revert withdrew the
 	// scope's completeness certificate (store.WithdrawTx): the cursor was
 	// verified through `through` and is back at genesis. nil: not told.
 	Withdrawn func(scope string, through int64)
+	// Journal and Audit write a step's records (recon.StepRecords) in the
+	// step's own transaction (recordTx). nil: the workflow writes them
+	// after the handler returns.
+	Journal *Journal
+	Audit   *Auditor
 }
 
 // Registry returns one handler per action kind with a real write.
@@ -81,7 +88,8 @@ func (h *Handlers) Registry() recon.Handlers {
 	}
 }
 
-// write runs fn as one fenced repair transaction of the action's scope.
+// write runs fn as one fenced repair transaction of the action's scope,
+// followed, in the same transaction, by the step's records (recordTx).
 func (h *Handlers) write(ctx context.Context, a recon.Action, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	scope := a.Target["scope"]
 	if scope == "" {
@@ -94,15 +102,54 @@ func (h *Handlers) write(ctx context.Context, a recon.Action, fn func(ctx contex
 	if err != nil {
 		return fmt.Errorf("reconstore: lease of %q for %s: %w", scope, a.ID, err)
 	}
+	rec := h.stepRecords(ctx)
+	body := fn
+	if rec != nil {
+		body = func(ctx context.Context, tx pgx.Tx) error {
+			if err := fn(ctx, tx); err != nil {
+				return err
+			}
+			return h.recordTx(ctx, tx, rec)
+		}
+	}
 	if h.DryRun {
-		err = h.Store.DryRunScopeWrite(ctx, l, fn)
+		err = h.Store.DryRunScopeWrite(ctx, l, body)
 	} else {
-		err = h.Store.WithScopeWrite(ctx, l, fn)
+		err = h.Store.WithScopeWrite(ctx, l, body)
 	}
 	if err != nil {
 		return fmt.Errorf("reconstore: %s: %w", a.ID, err)
 	}
+	if rec != nil {
+		rec.MarkWritten()
+	}
 	return nil
+}
+
+// stepRecords are the records this handler call must commit with its write
+// (nil: none to write here: outside a step, in a dry run, without a journal
+// and auditor, or written by an earlier transaction of the same call).
+func (h *Handlers) stepRecords(ctx context.Context) *recon.StepRecords {
+	rec := recon.StepRecordsFrom(ctx)
+	if rec == nil || rec.Written() || h.DryRun || h.Journal == nil || h.Audit == nil {
+		return nil
+	}
+	return rec
+}
+
+// recordTx writes the step's journal entry and audit record in the write's
+// transaction, after its statements and before COMMIT (FR-APR08's fenced
+// write): the write and the records of it commit together or not at all.
+// Without it a crash between a committed write and its separate INSERTs
+// left a repair that neither the journal nor the audit trail holds, which
+// no rollback could find, and an audit INSERT that failed was only logged.
+// Also written when the handler found its After in place and wrote nothing:
+// the step happened in this run, and its records are this run's only ones.
+func (h *Handlers) recordTx(ctx context.Context, tx pgx.Tx, rec *recon.StepRecords) error {
+	if err := h.Journal.insert(ctx, tx, rec.Entry); err != nil {
+		return err
+	}
+	return h.Audit.insert(ctx, tx, rec.Audit)
 }
 
 // moved is the refusal of a compare: what was found instead.

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -36,11 +37,11 @@ func dryRun(t *testing.T, h *Handlers, p *recon.Plan) map[string]error {
 	d := *h
 	d.DryRun = true
 	d.TriggerCycle = func(context.Context, string) error { t.Error("a dry run asked for a cycle"); return nil }
-	d.Publish = func(context.Context, recon.OutboxRow) error { t.Error("a dry run published"); return nil }
+	d.Publish = func(context.Context, notify.Notification) error { t.Error("a dry run published"); return nil }
 	reg := d.Registry()
 	out := map[string]error{}
 	for _, a := range p.Actions {
-		out[a.ID] = reg[a.Kind].Apply(ctxb, a)
+		out[a.ID] = reg[a.Kind].Apply(withRun(ctxb, "rehearsal"), a)
 	}
 	return out
 }
@@ -98,9 +99,9 @@ SELECT msg_id || '-copy', scope, account, instrument, quantity, avg_cost, cursor
 			}
 			// Nothing was consumed: the plan applies for real.
 			f.h.TriggerCycle = func(context.Context, string) error { return nil }
-			f.h.Publish = func(context.Context, recon.OutboxRow) error { return nil }
+			f.h.Publish = func(context.Context, notify.Notification) error { return nil }
 			for _, a := range p.Actions {
-				if err := f.h.Registry()[a.Kind].Apply(ctxb, a); err != nil {
+				if err := f.h.Registry()[a.Kind].Apply(withRun(ctxb, "apply"), a); err != nil {
 					t.Fatalf("apply %s after its dry run: %v", a.ID, err)
 				}
 			}

@@ -118,11 +118,14 @@ func positionRow(scope, acct, instr string) func(context.Context, pgx.Tx) (recon
 // writePosition applies rederive_position and adopt_source_opening: the row
 // becomes After (quantity and average cost re-derived, the proven source
 // opening), and the key's basis is rewritten to agree with it (see
-// rebaseKey). Before → write; row already After → no-op; else refused.
+// rebaseKey). Before → write; row already After → no-op; else refused. A
+// changed balance is announced in the same transaction (announce), as is
+// every other position write below.
 func (h *Handlers) writePosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
-	return h.compareAndWrite(ctx, a, transition{
-		read: positionRow(scope, acct, instr),
+	n := h.announcer(a, "apply")
+	return n.kick(h.compareAndWrite(ctx, a, transition{
+		read: n.read(positionRow(scope, acct, instr)),
 		// Applied before (a crash between the write and the journal): the
 		// row is After. A record still equal to Before is never the goal,
 		// even when its row already holds After's values: its basis is
@@ -130,13 +133,13 @@ func (h *Handlers) writePosition(ctx context.Context, a recon.Action) error {
 		// key from it.
 		done: func(cur recon.Fields) bool { return !cur.Equal(a.Before) && rowPart(cur).Equal(a.After) },
 		from: atRow(a.Before), want: "Before",
-		write: func(ctx context.Context, tx pgx.Tx) error {
+		write: n.write(func(ctx context.Context, tx pgx.Tx) error {
 			if err := upsertPosition(ctx, tx, scope, a.After); err != nil {
 				return err
 			}
 			return rebaseKey(ctx, tx, scope, acct, instr, a.After)
-		},
-	})
+		}),
+	}))
 }
 
 // revertPosition writes Before back exactly: the row (deleted when Before
@@ -148,15 +151,16 @@ func (h *Handlers) writePosition(ctx context.Context, a recon.Action) error {
 // revert is byte-exact instead: it moves the quarantined row itself back.
 func (h *Handlers) revertPosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
-	return h.compareAndWrite(ctx, a, transition{
+	n := h.announcer(a, "revert")
+	return n.kick(h.compareAndWrite(ctx, a, transition{
 		revert: true, reinstated: anywhere,
-		read: positionRow(scope, acct, instr),
+		read: n.read(positionRow(scope, acct, instr)),
 		done: atRow(a.Before), // never applied, or reverted already
 		from: func(cur recon.Fields) bool { return rowPart(cur).Equal(a.After) }, want: "After",
-		write: func(ctx context.Context, tx pgx.Tx) error {
+		write: n.write(func(ctx context.Context, tx pgx.Tx) error {
 			return restorePosition(ctx, tx, scope, acct, instr, a.Before)
-		},
-	})
+		}),
+	}))
 }
 
 // restorePosition makes the key's row and basis exactly f (positionBefore
@@ -339,9 +343,10 @@ SELECT seq, trade_seq, 1, -quantity, price FROM trades
 // projection_position_quarantine when it still equals Before; absent → no-op.
 func (h *Handlers) dropPosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
-	return h.compareAndWrite(ctx, a, transition{
-		read: positionRow(scope, acct, instr), done: is(nil), from: atRow(a.Before), want: "Before",
-		write: func(ctx context.Context, tx pgx.Tx) error {
+	n := h.announcer(a, "apply")
+	return n.kick(h.compareAndWrite(ctx, a, transition{
+		read: n.read(positionRow(scope, acct, instr)), done: is(nil), from: atRow(a.Before), want: "Before",
+		write: n.write(func(ctx context.Context, tx pgx.Tx) error {
 			// Written once, never updated (see quarantineTrade): a copy there
 			// already is kept when it holds Before's values, else refused.
 			ct, err := tx.Exec(ctx, `
@@ -366,18 +371,19 @@ ON CONFLICT (scope, account, instrument) DO NOTHING`, scope, acct, instr)
 				}
 			}
 			return restorePosition(ctx, tx, scope, acct, instr, nil)
-		},
-	})
+		}),
+	}))
 }
 
 // undropPosition re-inserts the quarantined row and basis exactly (numeric
 // scale and updated_at included) when the key is still absent.
 func (h *Handlers) undropPosition(ctx context.Context, a recon.Action) error {
 	scope, acct, instr := keyOf(a)
-	return h.compareAndWrite(ctx, a, transition{
+	n := h.announcer(a, "revert")
+	return n.kick(h.compareAndWrite(ctx, a, transition{
 		revert: true, reinstated: anywhere,
-		read: positionRow(scope, acct, instr), done: atRow(a.Before), from: is(nil), want: "absent",
-		write: func(ctx context.Context, tx pgx.Tx) error {
+		read: n.read(positionRow(scope, acct, instr)), done: atRow(a.Before), from: is(nil), want: "absent",
+		write: n.write(func(ctx context.Context, tx pgx.Tx) error {
 			ct, err := tx.Exec(ctx, `
 INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
 SELECT scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at
@@ -406,8 +412,8 @@ SELECT scope, account, instrument, basis_seq, basis_quantity, basis_avg_cost
 				return moved(a, "the quarantined copy to equal Before", after)
 			}
 			return nil
-		},
-	})
+		}),
+	}))
 }
 
 // quarantinedPosition reads the key's quarantined copy in the spelling of

@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
 
+	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -110,8 +111,17 @@ func (h *Handlers) releaseLease(ctx context.Context, a recon.Action) error {
 	if h.DryRun {
 		return nil
 	}
+	rec := h.stepRecords(ctx)
+	if rec != nil {
+		if err := h.recordTx(ctx, tx, rec); err != nil {
+			return err
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("reconstore: %s: commit: %w", a.ID, err)
+	}
+	if rec != nil {
+		rec.MarkWritten()
 	}
 	return nil
 }
@@ -129,20 +139,33 @@ func (h *Handlers) triggerCycle(ctx context.Context, a recon.Action) error {
 	return h.TriggerCycle(ctx, a.Target["scope"])
 }
 
+// outboxEntry is one outbox row and the notification it publishes.
+type outboxEntry struct {
+	recon.OutboxRow
+	// n carries the amounts as PostgreSQL prints them (numeric scale kept),
+	// the body the outbox publisher sends for the row.
+	n notify.Notification
+}
+
 // outboxRow reads one outbox row of the scope; nil when absent.
-func outboxRow(ctx context.Context, tx pgx.Tx, scope, id string) (*recon.OutboxRow, error) {
-	var o recon.OutboxRow
-	var q, avg decimal.Decimal
-	err := tx.QueryRow(ctx, `SELECT id, msg_id, account, instrument, quantity, avg_cost, cursor_seq, created_at, sent_at
+func outboxRow(ctx context.Context, tx pgx.Tx, scope, id string) (*outboxEntry, error) {
+	var o outboxEntry
+	err := tx.QueryRow(ctx, `SELECT id, msg_id, account, instrument, quantity::text, avg_cost::text, cursor_seq, created_at, sent_at
   FROM projection_catchup_outbox WHERE scope = $1 AND id = $2::bigint FOR UPDATE`, scope, id).
-		Scan(&o.ID, &o.MsgID, &o.Account, &o.Instrument, &q, &avg, &o.CursorSeq, &o.CreatedAt, &o.SentAt)
+		Scan(&o.ID, &o.MsgID, &o.Account, &o.Instrument, &o.n.Quantity, &o.n.AvgCost, &o.CursorSeq, &o.CreatedAt, &o.SentAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reconstore: read outbox row %s: %w", id, err)
 	}
-	o.Quantity, o.AvgCost = q, avg
+	if o.Quantity, err = decimal.NewFromString(o.n.Quantity); err != nil {
+		return nil, fmt.Errorf("reconstore: outbox row %s quantity: %w", id, err)
+	}
+	if o.AvgCost, err = decimal.NewFromString(o.n.AvgCost); err != nil {
+		return nil, fmt.Errorf("reconstore: outbox row %s avg_cost: %w", id, err)
+	}
+	o.n.MsgID, o.n.Scope, o.n.Account, o.n.Instrument, o.n.CursorSeq = o.MsgID, scope, o.Account, o.Instrument, o.CursorSeq
 	return &o, nil
 }
 
@@ -163,12 +186,12 @@ func (h *Handlers) republish(ctx context.Context, a recon.Action) error {
 		case o.SentAt != nil:
 			return nil // published meanwhile
 		case h.Publish == nil:
-			return errors.New("reconstore: republish: no publisher")
+			return errors.New("reconstore: republish: no publisher: this manager has no NATS connection to send the row through")
 		}
 		// A dry run publishes nothing but runs the stamp (rolled back), so
 		// everything the apply would meet in SQL is met here.
 		if !h.DryRun {
-			if err := h.Publish(ctx, *o); err != nil {
+			if err := h.Publish(ctx, o.n); err != nil {
 				return fmt.Errorf("reconstore: publish %s: %w", o.MsgID, err)
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 )
 
@@ -134,9 +135,9 @@ func TestHandlers_Republish(t *testing.T) {
 	f := newFx(t, ledger, 4)
 	f.setup(t, overdue, drained)
 	a := actionOf(t, f.plan(t), recon.ActionRepublish, a0MsgID(t, f))
-	var sent []recon.OutboxRow
+	var sent []notify.Notification
 	var pubErr error
-	f.h.Publish = func(_ context.Context, o recon.OutboxRow) error {
+	f.h.Publish = func(_ context.Context, o notify.Notification) error {
 		if pubErr != nil {
 			return pubErr
 		}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/projection-recovery/projection-recovery/internal/recon"
@@ -126,13 +127,25 @@ func (s *Runs) Get(ctx context.Context, id string) (StoredRun, error) {
 	return r, nil
 }
 
-// Journal is recon.Journal on projection_reconciliation_journal. Append
-// commits its row before it returns (one autocommitted INSERT), so the entry
-// is durable before the workflow runs the next action: a crashed apply can
-// be rolled back from these rows alone. A second entry at the same position
+// execer runs one statement: the pool (autocommitted) or a repair's
+// transaction (committed with its write, Handlers.recordTx).
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Journal is recon.Journal on projection_reconciliation_journal. An entry
+// is durable before the workflow runs the next action: the entry of a
+// write commits in the write's own transaction (Handlers.recordTx), any
+// other with Append (one autocommitted INSERT), so a crashed apply can be
+// rolled back from these rows alone. A second entry at the same position
 // of a run is refused (primary key), which stops the apply. Each row
 // records the role it was written as (written_as, migration 00006).
-type Journal struct{ Pool *pgxpool.Pool }
+type Journal struct {
+	Pool *pgxpool.Pool
+	// beforeInsert, when set (tests only), runs before each INSERT: the
+	// crash injected between a repair's write and its records.
+	beforeInsert func(ctx context.Context)
+}
 
 var _ recon.Journal = (*Journal)(nil)
 
@@ -140,11 +153,19 @@ var _ recon.Journal = (*Journal)(nil)
 // (current_user) records the session's role, so no caller can forget or
 // choose it; a rollback trusts only its own role's rows (RollbackRun).
 func (j *Journal) Append(ctx context.Context, e recon.JournalEntry) error {
+	return j.insert(ctx, j.Pool, e)
+}
+
+// insert writes e through db: the pool, or a repair's transaction.
+func (j *Journal) insert(ctx context.Context, db execer, e recon.JournalEntry) error {
 	action, err := json.Marshal(e.Action)
 	if err != nil {
 		return fmt.Errorf("reconstore: encode journal action %s: %w", e.Action.ID, err)
 	}
-	if _, err := j.Pool.Exec(ctx, `INSERT INTO projection_reconciliation_journal
+	if j.beforeInsert != nil {
+		j.beforeInsert(ctx)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO projection_reconciliation_journal
     (correlation_id, position, plan_id, scope, state, action_id, action, error, at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), $9)`,
 		e.CorrelationID, e.Seq, e.PlanID, e.Scope, e.Event, e.Action.ID, action, e.Error, e.At); err != nil {
@@ -166,7 +187,8 @@ const appliedBySQL = `SELECT j.correlation_id FROM projection_reconciliation_jou
 
 // AppliedBy implements recon.AppliedPlans: the run of planID whose applied
 // actions are not all reverted ("" when none). It reads committed rows:
-// every journal entry is autocommitted before the next action runs, and
+// every journal entry commits (with its write, or on its own) before the
+// next action runs, and
 // the caller holds the scope's lease, so a run that applied the plan
 // before the caller took the lease is visible here.
 func (j *Journal) AppliedBy(ctx context.Context, scope, planID string) (string, error) {
@@ -217,20 +239,30 @@ func (j *Journal) entries(ctx context.Context, correlationID string, own bool) (
 }
 
 // Auditor is recon.Auditor on projection_reconciliation_audit: one committed
-// row per record, append-only (the repair role has no UPDATE or DELETE on
-// it, the recovery worker's role only SELECT), each recording the role it
-// was written as (written_as, migration 00006, its column default: Audit
-// never passes it).
+// row per record (an applied or reverted action's in its write's own
+// transaction, Handlers.recordTx), append-only (the repair role has no
+// UPDATE or DELETE on it, the recovery worker's role only SELECT), each
+// recording the role it was written as (written_as, migration 00006, its
+// column default: Audit never passes it).
 // Each row holds the whole action (migration 00004: target, the absence of
 // before/after, reversibility, risk, lifecycle event, rollback text), so a
 // successful apply can be rolled back from these rows alone
 // (Workflow.OutcomeFromAudit).
-type Auditor struct{ Pool *pgxpool.Pool }
+type Auditor struct {
+	Pool *pgxpool.Pool
+	// beforeInsert: as Journal's (tests only).
+	beforeInsert func(ctx context.Context)
+}
 
 var _ recon.Auditor = (*Auditor)(nil)
 
 // Audit records r.
 func (a *Auditor) Audit(ctx context.Context, r recon.AuditRecord) error {
+	return a.insert(ctx, a.Pool, r)
+}
+
+// insert writes r through db: the pool, or a repair's transaction.
+func (a *Auditor) insert(ctx context.Context, db execer, r recon.AuditRecord) error {
 	before, err := fieldsJSON(r.Before)
 	if err != nil {
 		return fmt.Errorf("reconstore: encode audit before of %s: %w", r.ActionID, err)
@@ -243,7 +275,10 @@ func (a *Auditor) Audit(ctx context.Context, r recon.AuditRecord) error {
 	if err != nil {
 		return fmt.Errorf("reconstore: encode audit target of %s: %w", r.ActionID, err)
 	}
-	if _, err := a.Pool.Exec(ctx, `INSERT INTO projection_reconciliation_audit
+	if a.beforeInsert != nil {
+		a.beforeInsert(ctx)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO projection_reconciliation_audit
     (action, correlation_id, plan_id, scope, action_id, kind, outcome, code, reason, before, after, principal, at,
      target, before_absent, after_absent, lifecycle_event, reversible, risk, rollback)
 VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), nullif($9, ''), $10, $11, $12, $13,

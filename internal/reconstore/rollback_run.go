@@ -72,12 +72,19 @@ var ErrRecordsDisagree = errors.New("reconstore: the audit trail and the journal
 // blast_radius_exceeded, audited, nothing reverted (after repair_denied,
 // the guards' order). Without it a rollback, which deletes and rewrites as
 // much as its apply wrote, would have no bound an approver chose.
+//
+// Every refusal of a run whose records were read (another scope's run,
+// the blast radius, and each of Rollback's) is audited as refused on each
+// of its applied actions, like an apply's refusals. A refusal before that
+// (records_untrusted, records that disagree or cannot be read) names no
+// action the rollback could trust, and is left to the log and status.
 func (w *Workflow) RollbackRun(ctx context.Context, scope, correlationID, principal string, maxActions int) (*recon.RollbackOutcome, error) {
 	start := time.Now()
 	var auditErrors []string
 	o, err := w.rollbackSource(ctx, correlationID)
 	if err == nil && o.Scope != scope {
-		err = &recon.Error{Code: recon.ResultNothingSelected, Detail: fmt.Sprintf("run %s repaired scope %q, not %q: nothing of this scope to roll back", correlationID, o.Scope, scope)}
+		e := &recon.Error{Code: recon.ResultNothingSelected, Detail: fmt.Sprintf("run %s repaired scope %q, not %q: nothing of this scope to roll back", correlationID, o.Scope, scope)}
+		auditErrors, err = w.auditRefusal(ctx, o, principal, e), e
 	}
 	if err == nil {
 		auditErrors, err = w.rollbackRadius(ctx, o, principal, maxActions)
@@ -120,10 +127,16 @@ func (w *Workflow) rollbackRadius(ctx context.Context, o *recon.Outcome, princip
 	if !ok || err != nil {
 		e = &recon.Error{Code: recon.ResultRepairDenied, Detail: fmt.Sprintf("principal %q may not roll back repairs", principal), Err: err}
 	}
+	return w.auditRefusal(ctx, o, principal, e), e
+}
+
+// auditRefusal records e, a refused rollback of o by principal, on each
+// applied action of o; it returns the records it could not write.
+func (w *Workflow) auditRefusal(ctx context.Context, o *recon.Outcome, principal string, e *recon.Error) []string {
 	var lost []string
 	for _, a := range o.Applied {
 		rec := recon.AuditRecord{Action: recon.AuditAction, CorrelationID: o.CorrelationID, PlanID: o.PlanID, Scope: o.Scope,
-			Principal: principal, ActionID: a.ID, Kind: a.Kind, Outcome: recon.AuditRefused, Code: e.Code, Reason: e.Detail,
+			Principal: principal, ActionID: a.ID, Kind: a.Kind, Outcome: recon.AuditRefused, Code: e.Code, Reason: "rollback refused: " + e.Detail,
 			Target: a.Target, Before: a.Before, After: a.After, LifecycleEvent: a.LifecycleEvent, Reversible: a.Reversible,
 			Risk: a.Risk, Rollback: a.Rollback, At: w.clock()}
 		if err := w.audit.Audit(context.WithoutCancel(ctx), rec); err != nil {
@@ -131,7 +144,7 @@ func (w *Workflow) rollbackRadius(ctx context.Context, o *recon.Outcome, princip
 			w.log.Error(err, "audit record lost", "action", a.ID, "outcome", recon.AuditRefused, "correlationID", o.CorrelationID)
 		}
 	}
-	return lost, e
+	return lost
 }
 
 // rollbackSource is the outcome RollbackRun reverts: the audit trail's,

@@ -50,6 +50,9 @@ const (
 	ActionApplied        = "applied"
 	ActionRolledBack     = "rolled_back"
 	ActionRollbackFailed = "rollback_failed"
+	// ActionLeft: an irreversible action a rollback left in place (its
+	// rollback text says what to do by hand).
+	ActionLeft = "left"
 )
 
 // Telemetry emits one record per reconciliation run (dry run, apply,
@@ -60,7 +63,9 @@ const (
 //	projection_reconciliation_actions_total{kind, outcome}    actions applied, rolled back, not rolled back
 //
 // Labels are bounded: operations, result codes, invariants and action kinds
-// are closed sets (no scope, plan or record identity).
+// are closed sets (no scope, plan or record identity). One Telemetry is
+// registered per process (the manager's /metrics) and shared by every
+// workflow, each logging through its own logger (WithLog).
 type Telemetry struct {
 	log      logr.Logger
 	runs     *prometheus.CounterVec
@@ -87,6 +92,16 @@ func NewTelemetry(log logr.Logger, reg prometheus.Registerer) (*Telemetry, error
 		}
 	}
 	return t, nil
+}
+
+// WithLog is t logging to log, sharing t's metrics (nil t: log only).
+func (t *Telemetry) WithLog(log logr.Logger) *Telemetry {
+	if t == nil {
+		return &Telemetry{log: log}
+	}
+	c := *t
+	c.log = log
+	return &c
 }
 
 func codeLabel(err error) string {
@@ -167,8 +182,13 @@ func (t *Telemetry) Rollback(scope string, ro *recon.RollbackOutcome, err error,
 			failed = append(failed, f.Action)
 		}
 		t.countActions(ActionRollbackFailed, failed)
+		left := make([]recon.Action, 0, len(ro.Manual))
+		for _, m := range ro.Manual {
+			left = append(left, m.Action)
+		}
+		t.countActions(ActionLeft, left)
 		kv = append(kv, "plan", ro.PlanID, "correlationID", ro.CorrelationID, "rolledBack", len(ro.RolledBack),
-			"rollbackFailed", len(ro.RollbackFailed), "manual", len(ro.Manual))
+			"rollbackFailed", len(ro.RollbackFailed), "manual", len(ro.Manual), "recordsLost", len(ro.AuditErrors))
 	}
 	t.log.Info(TelemetryRollback, kv...)
 }

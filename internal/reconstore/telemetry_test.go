@@ -22,6 +22,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/projection-recovery/projection-recovery/internal/recon"
 )
 
 // TestTelemetry_FailedDryRunWithoutResult: a dry run that failed before it
@@ -36,5 +39,33 @@ func TestTelemetry_FailedDryRunWithoutResult(t *testing.T) {
 	}
 	for _, d := range []*DryRun{nil, {}} {
 		tel.DryRun("venue-a", d, errors.New("connection refused"), 0)
+	}
+}
+
+// TestTelemetry_PartialRollback: a rollback that left an irreversible
+// action in place counts as partial (never ok), and the action as left.
+// Workflows built per reconcile share one registered Telemetry through
+// WithLog: counting through a copy counts on the registered series.
+func TestTelemetry_PartialRollback(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	base, err := NewTelemetry(logr.Discard(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tel := base.WithLog(logr.Discard())
+	collapse := recon.Action{ID: "collapse:x", Kind: recon.ActionCollapse, Rollback: "re-insert by hand"}
+	ro := &recon.RollbackOutcome{Code: recon.ResultPartial, Manual: []recon.RollbackManual{{Action: collapse, Rollback: collapse.Rollback}}}
+	tel.Rollback("s", ro, &recon.Error{Code: recon.ResultPartial, Detail: "left"}, 0)
+	if got := testutil.ToFloat64(base.runs.WithLabelValues(OpRollback, string(recon.ResultPartial))); got != 1 {
+		t.Errorf("runs_total{rollback,partial} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(base.runs.WithLabelValues(OpRollback, CodeOK)); got != 0 {
+		t.Errorf("runs_total{rollback,ok} = %v, want 0", got)
+	}
+	if got := testutil.ToFloat64(base.actions.WithLabelValues(string(recon.ActionCollapse), ActionLeft)); got != 1 {
+		t.Errorf("actions_total{collapse,left} = %v, want 1", got)
+	}
+	if (*Telemetry)(nil).WithLog(logr.Discard()) == nil {
+		t.Error("a nil Telemetry's WithLog must log only, not be nil")
 	}
 }

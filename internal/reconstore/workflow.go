@@ -28,6 +28,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -75,7 +76,7 @@ type WorkflowConfig struct {
 	// (trigger_cycle, republish, the outbox publisher's status); nil hooks
 	// make their actions fail, never pretend.
 	TriggerCycle func(ctx context.Context, scope string) error
-	Publish      func(ctx context.Context, row recon.OutboxRow) error
+	Publish      func(ctx context.Context, n notify.Notification) error
 	Publisher    func() *recon.PublisherStatus
 	Log          logr.Logger
 }
@@ -153,10 +154,11 @@ func NewWorkflow(cfg WorkflowConfig) (*Workflow, error) {
 	}
 	pool := cfg.Store.Pool()
 	leases := &leaseSession{st: cfg.Store, ttl: cfg.LeaseDuration, clock: time.Now, prefix: RepairOwnerPrefix, log: cfg.Log}
-	h := &Handlers{Store: cfg.Store, Lease: sessionLease, TriggerCycle: cfg.TriggerCycle, Publish: cfg.Publish}
+	journal, audit := &Journal{Pool: pool}, &Auditor{Pool: pool}
+	h := &Handlers{Store: cfg.Store, Lease: sessionLease, TriggerCycle: cfg.TriggerCycle, Publish: cfg.Publish, Journal: journal, Audit: audit}
 	dry := *h
 	dry.DryRun = true
-	w := &Workflow{store: cfg.Store, dry: &dry, runs: &Runs{Pool: pool}, journal: &Journal{Pool: pool}, audit: &Auditor{Pool: pool},
+	w := &Workflow{store: cfg.Store, dry: &dry, runs: &Runs{Pool: pool}, journal: journal, audit: audit,
 		tel: tel, clock: cfg.Clock, leases: leases, log: cfg.Log}
 	h.Withdrawn = func(scope string, through int64) {
 		w.withdrawn.add(scope, through)
@@ -387,7 +389,7 @@ func (s *leaseSession) Begin(ctx context.Context, scope, correlationID string) (
 			s.log.Info("could not release the repair lease", "scope", scope, "owner", owner, "err", err.Error())
 		}
 	}
-	return context.WithValue(ctx, leaseKey{}, h), end, nil
+	return withRun(context.WithValue(ctx, leaseKey{}, h), correlationID), end, nil
 }
 
 // sessionLease is Handlers.Lease of a workflow: the run's lease, renewed

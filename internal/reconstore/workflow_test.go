@@ -189,8 +189,16 @@ func TestWorkflow_RehearsalPredictsAFailureTheApplyMeets(t *testing.T) {
 		len(o.RolledBack) != 1 || o.RolledBack[0].ID != "rederive_position:"+record || len(o.RollbackFailed) != 0 {
 		t.Fatalf("apply: %v %+v", err, o)
 	}
-	if diff := sameDump(s.dump(false), pre); len(diff) != 0 {
+	if diff := sameDump(withoutNotes(s.dump(false)), pre); len(diff) != 0 {
 		t.Fatalf("a failed apply left writes: %v", diff)
+	}
+	// Its rederive committed and was announced, so consumers hear the
+	// automatic revert too: the repaired balance, then the restored one.
+	var now string
+	s.one(`SELECT account || '/' || instrument || ' ' || trim_scale(quantity)::text || '@' || trim_scale(avg_cost)::text FROM positions
+ WHERE scope = $1 AND 'positions/account=' || account || ',instrument=' || instrument = $2`, []any{s.scope, record}, &now)
+	if n := s.notes(); len(n) != 2 || n[0] == n[1] || n[1] != now || strings.Fields(n[0])[0] != strings.Fields(now)[0] {
+		t.Fatalf("notifications of the failed apply: %q, want the repaired balance then the restored %q", n, now)
 	}
 	entries, err := s.wf.Journal().Entries(ctxb, o.CorrelationID)
 	if err != nil || len(entries) != 2 || entries[0].Event != recon.JournalApplied || entries[1].Event != recon.JournalReverted {

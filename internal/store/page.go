@@ -67,7 +67,8 @@ func (r PageResult) Committed() bool { return r.Slices > 0 }
 
 // SetAfterCommit registers f to run after each committed write slice that
 // wrote notifications (e.g. notify.Publisher.Kick), before the page's next
-// slice starts. Never called on rollback.
+// slice starts, and after each committed repair that wrote one
+// (AfterCommit). Never called on rollback.
 func (s *Store) SetAfterCommit(f func(scope string)) { s.afterCommit = f }
 
 // ApplyPage verifies one fetched page and applies it (FR-APR06). The page
