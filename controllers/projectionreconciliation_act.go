@@ -37,6 +37,8 @@ import (
 
 // act runs the one action decideReconciliation chose.
 func (r *ProjectionReconciliationReconciler) act(ctx context.Context, s *reconScope) error {
+	ctx, cancel := context.WithTimeout(ctx, r.runTimeout())
+	defer cancel()
 	switch s.decision.action {
 	case reconDryRun:
 		return r.dryRun(ctx, s)
@@ -110,6 +112,9 @@ func (r *ProjectionReconciliationReconciler) dryRun(ctx context.Context, s *reco
 		st.RunState = recoveryv1.RunFailed
 		if err != nil {
 			s.runError = redact(err.Error(), s.secrets)
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			s.runError = fmt.Sprintf("the dry run did not finish within its deadline (%s, --reconciliation-timeout): %s", r.runTimeout(), s.runError)
 		}
 		return nil
 	}

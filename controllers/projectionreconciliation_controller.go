@@ -69,6 +69,23 @@ type ProjectionReconciliationReconciler struct {
 	// Telemetry counts every dry run, apply and rollback on /metrics
 	// (ReconciliationTelemetry); nil: logged only.
 	Telemetry *reconstore.Telemetry
+	// MaxConcurrentReconciles is how many reconciliations run at once (0:
+	// one): one large scope's dry run must not hold up every other's apply.
+	MaxConcurrentReconciles int
+	// RunTimeout bounds one dry run, apply or rollback (0:
+	// DefaultReconciliationRunTimeout). A run past it is cancelled: a dry
+	// run reports nothing and is retried, an apply reverts what it wrote.
+	RunTimeout time.Duration
+}
+
+// DefaultReconciliationRunTimeout bounds a run when RunTimeout is 0.
+const DefaultReconciliationRunTimeout = 10 * time.Minute
+
+func (r *ProjectionReconciliationReconciler) runTimeout() time.Duration {
+	if r.RunTimeout > 0 {
+		return r.RunTimeout
+	}
+	return DefaultReconciliationRunTimeout
 }
 
 // reconScope carries one reconcile's inputs and outputs between phases.
@@ -281,12 +298,13 @@ func (r *ProjectionReconciliationReconciler) SetupWithManager(mgr ctrl.Manager) 
 		For(&recoveryv1.ProjectionReconciliation{}, builder.WithPredicates(
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Named("projectionreconciliation")
+	opts := controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}
 	if qc := r.QueueClock; qc != nil {
-		b = b.WithOptions(controller.Options{NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		opts.NewQueue = func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 			return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: name, Clock: qc})
-		}})
+		}
 	}
-	return b.Complete(r)
+	return b.WithOptions(opts).Complete(r)
 }
 
 // nowTime is the injected clock as a status time.

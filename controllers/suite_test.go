@@ -218,6 +218,11 @@ func startManagerOn(cfg *rest.Config, owner string, sel labels.Selector, autoRec
 			// The manager's NATS connection, as cmd/manager wires it.
 			Connections: &Connections{NATS: rec.Connections.NATS},
 			Metrics:     NewReconciliationMetrics(prometheus.NewRegistry()),
+			// Two workers and a short deadline: a run that hangs
+			// (TestEnvtest_ReconciliationRunDeadline) ends within it and
+			// holds up no other test's reconciliation meanwhile.
+			MaxConcurrentReconciles: 2,
+			RunTimeout:              suiteReconRunTimeout,
 		}
 		// The counters on the registry the manager serves, as main wires them.
 		if suiteRecon.Telemetry, err = ReconciliationTelemetry(); err != nil {

@@ -62,6 +62,8 @@ type options struct {
 	probeAddr               string
 	enableAutoRecovery      bool
 	maxConcurrentReconciles int
+	reconWorkers            int
+	reconTimeout            time.Duration
 	syncPeriod              time.Duration
 	leaderElect             bool
 	leaderElectionNamespace string
@@ -100,6 +102,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address /healthz and /readyz bind to. Probes never depend on the recovery worker (FR-APR10).")
 	fs.BoolVar(&o.enableAutoRecovery, "enable-auto-recovery", false, "Apply verified pages to SQL (and recovery's tables where missing). Off by default: the controller then only reports completeness (NFR-APR01).")
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "Scopes reconciled in parallel by this manager.")
+	fs.IntVar(&o.reconWorkers, "reconciliation-workers", 2, "ProjectionReconciliations (dry runs, applies, rollbacks) run in parallel by this manager.")
+	fs.DurationVar(&o.reconTimeout, "reconciliation-timeout", controllers.DefaultReconciliationRunTimeout, "Deadline of one reconciliation dry run, apply or rollback; a run past it is cancelled and retried.")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "Full resync period of the informer cache (cycles are scheduled by each resource's interval, not by this).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Use Kubernetes leader election. Not needed for write safety, which comes from the PostgreSQL lease fence (FR-APR08).")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the in-cluster namespace).")
@@ -157,6 +161,9 @@ func parseFlags(args []string) (options, error) {
 	// 253 characters: a longer one would make every status patch fail.
 	if len(o.ownerID) > 253 {
 		return o, &usageError{fmt.Errorf("--owner-id must be at most 253 bytes, got %d", len(o.ownerID))}
+	}
+	if o.reconWorkers < 1 || o.reconTimeout <= 0 {
+		return o, &usageError{fmt.Errorf("--reconciliation-workers must be at least 1 and --reconciliation-timeout positive, got %d and %s", o.reconWorkers, o.reconTimeout)}
 	}
 	if o.maxConcurrentReconciles < 1 {
 		return o, &usageError{fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.maxConcurrentReconciles)}
@@ -340,6 +347,8 @@ func run(args []string) error {
 		Recorder:                mgr.GetEventRecorder("projection-reconciliation"),
 		Connections:             &controllers.Connections{MaxConnsPerDSN: 2, NATS: rec.Connections.NATS, Log: ctrl.Log.WithName("reconciliation")},
 		ApproverServiceAccounts: o.approverServiceAccounts,
+		MaxConcurrentReconciles: o.reconWorkers,
+		RunTimeout:              o.reconTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the reconciliation controller: %w", err)
 	}
