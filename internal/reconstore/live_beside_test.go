@@ -1,0 +1,260 @@
+/*
+Copyright 2026 The projection-recovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reconstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/shopspring/decimal"
+
+	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/reference/live"
+	"github.com/projection-recovery/projection-recovery/internal/source"
+	"github.com/projection-recovery/projection-recovery/internal/store"
+	"github.com/projection-recovery/projection-recovery/internal/wire"
+)
+
+// besideRate is the live projector's arrival rate (events/s).
+const besideRate = 2000
+
+// besideResult is one run of liveBesideDryRuns.
+type besideResult struct {
+	without, with []time.Duration // live write latencies, per phase
+	control       []time.Duration // the same, dry runs of another database's scope
+	dryRuns       int             // dry runs completed during the second phase
+	refused       []string        // pages of the catch-up refused (a lease taken over: RETRYING)
+}
+
+// liveBesideDryRuns (docs/performance.md): a scope of about events events catching up from
+// genesis (pages of the contract's maximum, under its worker's lease) while
+// its live projector writes at besideRate, once with no dry run (phase one)
+// and once, in a fresh world with the same log, with dry runs of that very
+// scope back to back, far more often than a schedule's once a minute (phase
+// two). Each live write's latency runs from its scheduled arrival to its
+// commit. A page refused during the catch-up (a dry run that took the
+// lease over, as its rehearsal once did) is what would make the recovery
+// RETRYING.
+func liveBesideDryRuns(tb testing.TB, events int) besideResult {
+	var r besideResult
+	commands := int(float64(events)/eventsPerCommand) + 1
+	phase := func(scope string, dryRuns bool, of *world) []time.Duration {
+		w := newWorld(tb, scope, commands, worldOpts{accounts: 50, memberProcess: true})
+		if of == nil {
+			of = w
+		}
+		wf, err := NewWorkflow(WorkflowConfig{
+			Store: store.New(pgtest.Pool(tb, of.db.Reconciliation)), ReadPool: pgtest.Pool(tb, of.db.ReadOnly), Source: of.client,
+			Permission: recon.PermissionFunc(func(context.Context, string) (bool, error) { return false, nil }),
+			StaleAfter: 5 * time.Minute, Log: logr.Discard(),
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		gen := &besideGen{seq: 1 << 40}
+		return driveBeside(tb, w, gen, func(context.Context) {
+			var stop atomic.Bool
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for dryRuns && !stop.Load() {
+					if _, err := wf.DryRun(ctxb, of.scope); err != nil {
+						tb.Errorf("dry run: %v", err)
+						return
+					}
+					r.dryRuns++
+				}
+			}()
+			r.refused = append(r.refused, catchUpUnderLease(tb, w)...)
+			stop.Store(true)
+			<-done
+		})
+	}
+	r.without = phase("beside-alone", false, nil)
+	r.with = phase("beside-dry", true, nil)
+	dryRuns := r.dryRuns
+	// The control: the same dry runs of a scope in another database of the
+	// same server, sharing the cores and the disk but no table or lock.
+	other := newWorld(tb, "beside-other", commands, worldOpts{catchUp: true, accounts: 50, memberProcess: true})
+	r.control = phase("beside-control", true, other)
+	r.dryRuns = dryRuns
+	return r
+}
+
+// catchUpUnderLease is world.catchUp holding one lease throughout, as the
+// recovery worker does; a refused page is returned, not fatal.
+func catchUpUnderLease(tb testing.TB, w *world) (refused []string) {
+	st := store.New(pgtest.Pool(tb, w.db.Recovery))
+	run, err := st.SelectedRun(ctxb, w.scope)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := st.AcquireLease(ctxb, w.scope, "worker", time.Hour)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		c, err := st.ReadCursor(ctxb, w.scope)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		p, err := w.client.Fetch(ctxb, c.VerifiedThroughSeq, c.ChainDigest, run.DescriptorHash, source.MaxPageEvents)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		res, err := st.ApplyPage(ctxb, l, run, p)
+		if err != nil {
+			return append(refused, fmt.Sprintf("page after %d: %v", c.VerifiedThroughSeq, err))
+		}
+		if res.Current() {
+			return refused
+		}
+	}
+}
+
+// driveBeside runs the live projector on the world's scope at besideRate
+// while during runs (live.ApplyBatch of whatever queued, as live.Run does).
+func driveBeside(tb testing.TB, w *world, gen *besideGen, during func(ctx context.Context)) []time.Duration {
+	type arrival struct {
+		ev  wire.Event
+		due time.Time
+	}
+	ctx, cancel := context.WithCancel(ctxb)
+	feed := make(chan arrival, 1<<16)
+	go func() {
+		defer close(feed)
+		start := time.Now()
+		for i := 0; ctx.Err() == nil; i++ {
+			due := start.Add(time.Duration(i) * time.Second / besideRate)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(due)):
+			}
+			feed <- arrival{gen.next(), due}
+		}
+	}()
+	done := make(chan []time.Duration)
+	go func() {
+		var lat []time.Duration
+		for a := range feed {
+			batch := []arrival{a}
+		drain:
+			for len(batch) < live.MaxBatch {
+				select {
+				case a, ok := <-feed:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, a)
+				default:
+					break drain
+				}
+			}
+			evs := make([]wire.Event, len(batch))
+			for i, a := range batch {
+				evs[i] = a.ev
+			}
+			if err := live.ApplyBatch(ctxb, w.admin, w.scope, evs); err != nil {
+				tb.Error(err)
+			}
+			now := time.Now()
+			for _, a := range batch {
+				lat = append(lat, now.Sub(a.due))
+			}
+		}
+		done <- lat
+	}()
+	during(ctx)
+	cancel()
+	return <-done
+}
+
+func pct(l []time.Duration, p int) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return s[(len(s)-1)*p/100]
+}
+
+// besideGen makes live events beyond any boundary, on accounts and an
+// instrument the world never trades: both order versions, then the trade.
+type besideGen struct {
+	seq int64
+	i   int
+}
+
+func (g *besideGen) next() wire.Event {
+	g.i++
+	g.seq++
+	n := g.i / 3
+	buy, sell := fmt.Sprintf("L%02d", n%20), fmt.Sprintf("L%02d", (n+7)%20)
+	ts := time.Unix(1_800_000_000, int64(g.i)).UTC()
+	px, qty := decimal.NewFromInt(100+int64(n%17)), decimal.NewFromInt(1+int64(n%5))
+	if g.i%3 != 0 {
+		side, acct := wire.SideBuy, buy
+		if g.i%3 == 2 {
+			side, acct = wire.SideSell, sell
+		}
+		return wire.Event{Type: wire.TypeOrder, Order: &wire.Order{OrderID: fmt.Sprintf("lo-%d-%d", n, g.i%3), Version: 1, Seq: g.seq,
+			Account: acct, Instrument: "LIVE", Side: side, Price: px, Quantity: qty, Remaining: decimal.Zero, Status: wire.StatusFilled, TS: ts}}
+	}
+	return wire.Event{Type: wire.TypeTrade, Trade: &wire.Trade{TradeID: fmt.Sprintf("lt-%d", n), TradeSeq: int64(n), Seq: g.seq,
+		Instrument: "LIVE", Price: px, Quantity: qty, BuyOrderID: fmt.Sprintf("lo-%d-1", n), SellOrderID: fmt.Sprintf("lo-%d-2", n),
+		BuyAccount: buy, SellAccount: sell, TS: ts}}
+}
+
+// BenchmarkLiveBesideDryRuns: the live p99 of a catching-up scope with dry
+// runs of it back to back, against the same catch-up without them (goal ≤
+// 1.10), and the catch-up's refused pages (goal: none).
+//
+//	PROJECTION_BENCH_EVENTS=1000000 go test -run '^$' -bench LiveBesideDryRuns -benchtime 1x ./internal/reconstore
+func BenchmarkLiveBesideDryRuns(b *testing.B) {
+	for range b.N {
+		r := liveBesideDryRuns(b, benchEvents())
+		without, with, control := pct(r.without, 99), pct(r.with, 99), pct(r.control, 99)
+		b.ReportMetric(float64(without)/float64(time.Millisecond), "live_p99_ms")
+		b.ReportMetric(float64(with)/float64(time.Millisecond), "live_dryruns_p99_ms")
+		b.ReportMetric(float64(with)/float64(without), "p99_dryruns/without")
+		b.ReportMetric(float64(control)/float64(time.Millisecond), "live_control_p99_ms")
+		b.ReportMetric(float64(with)/float64(control), "p99_dryruns/control")
+		b.ReportMetric(float64(r.dryRuns), "dry_runs")
+		b.ReportMetric(float64(len(r.refused)), "pages_refused")
+	}
+}
+
+// TestLiveBesideDryRuns_Small is the benchmark at a size make test affords:
+// it asserts only what does not depend on the machine's speed. Dry runs
+// ran beside the catch-up and no page of it was refused (the rehearsal a
+// dry run used to make took the worker's lease over).
+func TestLiveBesideDryRuns_Small(t *testing.T) {
+	r := liveBesideDryRuns(t, 40_000)
+	if r.dryRuns == 0 || len(r.with) == 0 || len(r.without) == 0 {
+		t.Fatalf("dry runs %d, live writes %d and %d", r.dryRuns, len(r.without), len(r.with))
+	}
+	if len(r.refused) > 0 {
+		t.Fatalf("the catch-up was refused beside the dry runs: %v", r.refused)
+	}
+	t.Logf("live p99 %s without dry runs, %s with %d dry runs beside", pct(r.without, 99), pct(r.with, 99), r.dryRuns)
+}
