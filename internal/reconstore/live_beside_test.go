@@ -25,14 +25,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
-	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 // besideRate is the live projector's arrival rate (events/s).
@@ -71,8 +69,8 @@ func liveBesideDryRuns(tb testing.TB, events int) besideResult {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		gen := &besideGen{seq: 1 << 40}
-		return driveBeside(tb, w, gen, func(context.Context) {
+		gen := &live.Feed{Seq: 1 << 40}
+		return live.Drive(w.admin, w.scope, besideRate, gen.Next, func(err error) { tb.Error(err) }, func(context.Context) {
 			var stop atomic.Bool
 			done := make(chan struct{})
 			go func() {
@@ -132,63 +130,6 @@ func catchUpUnderLease(tb testing.TB, w *world) (refused []string) {
 	}
 }
 
-// driveBeside runs the live projector on the world's scope at besideRate
-// while during runs (live.ApplyBatch of whatever queued, as live.Run does).
-func driveBeside(tb testing.TB, w *world, gen *besideGen, during func(ctx context.Context)) []time.Duration {
-	type arrival struct {
-		ev  wire.Event
-		due time.Time
-	}
-	ctx, cancel := context.WithCancel(ctxb)
-	feed := make(chan arrival, 1<<16)
-	go func() {
-		defer close(feed)
-		start := time.Now()
-		for i := 0; ctx.Err() == nil; i++ {
-			due := start.Add(time.Duration(i) * time.Second / besideRate)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Until(due)):
-			}
-			feed <- arrival{gen.next(), due}
-		}
-	}()
-	done := make(chan []time.Duration)
-	go func() {
-		var lat []time.Duration
-		for a := range feed {
-			batch := []arrival{a}
-		drain:
-			for len(batch) < live.MaxBatch {
-				select {
-				case a, ok := <-feed:
-					if !ok {
-						break drain
-					}
-					batch = append(batch, a)
-				default:
-					break drain
-				}
-			}
-			evs := make([]wire.Event, len(batch))
-			for i, a := range batch {
-				evs[i] = a.ev
-			}
-			if err := live.ApplyBatch(ctxb, w.admin, w.scope, evs); err != nil {
-				tb.Error(err)
-			}
-			now := time.Now()
-			for _, a := range batch {
-				lat = append(lat, now.Sub(a.due))
-			}
-		}
-		done <- lat
-	}()
-	during(ctx)
-	cancel()
-	return <-done
-}
-
 func pct(l []time.Duration, p int) time.Duration {
 	if len(l) == 0 {
 		return 0
@@ -196,33 +137,6 @@ func pct(l []time.Duration, p int) time.Duration {
 	s := slices.Clone(l)
 	slices.Sort(s)
 	return s[(len(s)-1)*p/100]
-}
-
-// besideGen makes live events beyond any boundary, on accounts and an
-// instrument the world never trades: both order versions, then the trade.
-type besideGen struct {
-	seq int64
-	i   int
-}
-
-func (g *besideGen) next() wire.Event {
-	g.i++
-	g.seq++
-	n := g.i / 3
-	buy, sell := fmt.Sprintf("L%02d", n%20), fmt.Sprintf("L%02d", (n+7)%20)
-	ts := time.Unix(1_800_000_000, int64(g.i)).UTC()
-	px, qty := decimal.NewFromInt(100+int64(n%17)), decimal.NewFromInt(1+int64(n%5))
-	if g.i%3 != 0 {
-		side, acct := wire.SideBuy, buy
-		if g.i%3 == 2 {
-			side, acct = wire.SideSell, sell
-		}
-		return wire.Event{Type: wire.TypeOrder, Order: &wire.Order{OrderID: fmt.Sprintf("lo-%d-%d", n, g.i%3), Version: 1, Seq: g.seq,
-			Account: acct, Instrument: "LIVE", Side: side, Price: px, Quantity: qty, Remaining: decimal.Zero, Status: wire.StatusFilled, TS: ts}}
-	}
-	return wire.Event{Type: wire.TypeTrade, Trade: &wire.Trade{TradeID: fmt.Sprintf("lt-%d", n), TradeSeq: int64(n), Seq: g.seq,
-		Instrument: "LIVE", Price: px, Quantity: qty, BuyOrderID: fmt.Sprintf("lo-%d-1", n), SellOrderID: fmt.Sprintf("lo-%d-2", n),
-		BuyAccount: buy, SellAccount: sell, TS: ts}}
 }
 
 // BenchmarkLiveBesideDryRuns: the live p99 of a catching-up scope with dry

@@ -18,14 +18,11 @@ package live_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/source"
@@ -166,7 +163,7 @@ func liveRun(tb testing.TB, pages []*source.Page, budget, aloneFor time.Duration
 	r.quietTook, r.events, _ = benchCatchUp(tb, quiet, pages)
 
 	e := newEnv(tb, storetest.Descriptor)
-	gen := &liveGen{seq: 1 << 40}
+	gen := &live.Feed{Seq: 1 << 40}
 	r.alone = driveLive(tb, e, gen, func(ctx context.Context) { sleepCtx(ctx, aloneFor) })
 	// The control: the same catch-up in another database of the same
 	// server. The live projector shares the cores and the disk with it but
@@ -178,15 +175,15 @@ func liveRun(tb testing.TB, pages []*source.Page, budget, aloneFor time.Duration
 	if err := e.s.Pool().QueryRow(ctxb, `SELECT count(*) FROM trades WHERE scope = 's' AND written_by = 'live'`).Scan(&r.liveTrades); err != nil {
 		tb.Fatal(err)
 	}
-	if r.liveTrades != gen.trades {
-		tb.Fatalf("live trades retained %d, written %d", r.liveTrades, gen.trades)
+	if r.liveTrades != gen.Trades {
+		tb.Fatalf("live trades retained %d, written %d", r.liveTrades, gen.Trades)
 	}
 
 	// The live traffic on the backlog's keys.
 	e2 := newEnv(tb, storetest.Descriptor)
-	same := &liveGen{seq: 1 << 40, sameKeys: true}
+	same := &live.Feed{Seq: 1 << 40, Accounts: 50, Instruments: streamInstruments, Keep: true}
 	r.same = driveLive(tb, e2, same, func(context.Context) { r.sameTook, _, r.sameHolds = benchCatchUp(tb, e2, pages) })
-	evs := same.events
+	evs := same.Events
 	for _, p := range pages {
 		for _, ev := range p.Events {
 			w, err := wire.Decode(ev.Wire)
@@ -252,115 +249,15 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// driveLive runs the live projector at liveRate while during runs, and
-// returns the latency of every write. The feed delivers the i-th event at
-// start + i/liveRate; the projector consumes it the way live.Run does (one
-// ApplyBatch of whatever has queued, in arrival order), and each event's
-// latency runs from its delivery to the commit that wrote it, so the writes
-// that queue behind a wait are charged for it too.
-func driveLive(b testing.TB, e env, gen *liveGen, during func(ctx context.Context)) latencies {
+// driveLive runs the live projector on the env's scope at liveRate while
+// during runs (live.Drive) and returns the latency of every write.
+func driveLive(b testing.TB, e env, gen *live.Feed, during func(ctx context.Context)) latencies {
 	b.Helper()
-	type arrival struct {
-		ev  wire.Event
-		due time.Time
-	}
-	ctx, cancel := context.WithCancel(ctxb)
-	feed := make(chan arrival, 1<<16)
-	go func() {
-		defer close(feed)
-		interval := time.Second / liveRate
-		start := time.Now()
-		for i := 0; ctx.Err() == nil; i++ {
-			due := start.Add(time.Duration(i) * interval)
-			sleepCtx(ctx, time.Until(due))
-			feed <- arrival{gen.next(), due}
-		}
-	}()
-	done := make(chan latencies)
-	go func() {
-		var lat latencies
-		for a := range feed {
-			batch := []arrival{a}
-		drain:
-			for len(batch) < live.MaxBatch {
-				select {
-				case a, ok := <-feed:
-					if !ok {
-						break drain
-					}
-					batch = append(batch, a)
-				default:
-					break drain
-				}
-			}
-			evs := make([]wire.Event, len(batch))
-			for i, a := range batch {
-				evs[i] = a.ev
-			}
-			if err := live.ApplyBatch(ctxb, e.trade, "s", evs); err != nil {
-				b.Error(err)
-			}
-			now := time.Now()
-			for _, a := range batch {
-				lat = append(lat, now.Sub(a.due))
-			}
-		}
-		done <- lat
-	}()
-	during(ctx)
-	cancel()
-	return <-done
-}
-
-// liveGen makes the live feed: per trade, both order versions then the
-// trade, at seqs beyond any catch-up boundary; on 20 accounts and an
-// instrument the catch-up workload never trades, or with sameKeys on the
-// workload's own (storetest.StreamPages: acct-1..acct-50, four instruments),
-// keeping what it made for the replay.
-type liveGen struct {
-	seq      int64
-	i        int
-	trades   int
-	sameKeys bool
-	events   []wire.Event // sameKeys: every event made
-}
-
-func (g *liveGen) next() wire.Event {
-	ev := g.make()
-	if g.sameKeys {
-		g.events = append(g.events, ev)
-	}
-	return ev
+	return live.Drive(e.trade, "s", liveRate, gen.Next, func(err error) { b.Error(err) }, during)
 }
 
 // streamInstruments are storetest.StreamPages's instruments.
 var streamInstruments = []string{"ACME", "BOLT", "CRUX", "DUNE"}
-
-func (g *liveGen) make() wire.Event {
-	g.i++
-	g.seq++
-	n := g.i / 3
-	buy, sell, instr := fmt.Sprintf("L%02d", n%20), fmt.Sprintf("L%02d", (n+7)%20), "LIVE"
-	if g.sameKeys {
-		buy, sell, instr = fmt.Sprintf("acct-%d", 1+n%50), fmt.Sprintf("acct-%d", 1+(n+7)%50), streamInstruments[n%4]
-	}
-	ts := time.Unix(1_800_000_000, int64(g.i)).UTC()
-	px, qty := decimal.NewFromInt(100+int64(n%17)), decimal.NewFromInt(1+int64(n%5))
-	switch g.i % 3 {
-	case 1, 2:
-		side, acct := wire.SideBuy, buy
-		if g.i%3 == 2 {
-			side, acct = wire.SideSell, sell
-		}
-		return wire.Event{Type: wire.TypeOrder, Order: &wire.Order{OrderID: fmt.Sprintf("lo-%d-%d", n, g.i%3), Version: 1, Seq: g.seq,
-			Account: acct, Instrument: instr, Side: side, Price: px, Quantity: qty, Remaining: decimal.Zero, Status: wire.StatusFilled, TS: ts}}
-	default:
-		g.trades++
-		return wire.Event{Type: wire.TypeTrade, Trade: &wire.Trade{TradeID: fmt.Sprintf("lt-%d", n), TradeSeq: int64(n), Seq: g.seq,
-			Instrument: instr, Price: px, Quantity: qty, BuyOrderID: fmt.Sprintf("lo-%d-1", n), SellOrderID: fmt.Sprintf("lo-%d-2", n),
-			BuyAccount: buy, SellAccount: sell, TS: ts}}
-	}
-}
 
 // TestLiveDuringCatchUp_Small is BenchmarkLiveDuringCatchUp at a size `make
 // test` affords, so that the benchmark cannot rot. It asserts only what does
