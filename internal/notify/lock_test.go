@@ -28,6 +28,7 @@ import (
 
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
 // lockFixture: an outbox of n unsent rows in a database of its own, reached
@@ -42,7 +43,7 @@ VALUES ($1, 's', 'A', 'ACME', $2, 1, $3)`, fmt.Sprintf("A/%d", seq), seq, seq); 
 			t.Fatal(err)
 		}
 	}
-	return pool, NATSServer(t)
+	return pool, testenv.NATSServer(t)
 }
 
 // drainLocksHeld counts the granted advisory locks in the pool's database.

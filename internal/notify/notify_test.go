@@ -28,6 +28,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
 	"github.com/projection-recovery/projection-recovery/internal/store"
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
 func TestMain(m *testing.M) { pgtest.MainLeakChecked(m) }
@@ -38,7 +39,7 @@ func TestR2_OutboxPublishedOnKickInOrder(t *testing.T) {
 	ctx := context.Background()
 	// The publisher runs as the operator's role (docs/database-role.md).
 	s := store.New(pgtest.Pool(t, recoverydb.New(t).Recovery))
-	ns := notify.NATSServer(t)
+	ns := testenv.NATSServer(t)
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)

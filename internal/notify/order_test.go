@@ -29,6 +29,7 @@ import (
 
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
 // R2 with several managers: two publishers (one per manager: own pool, own
@@ -60,7 +61,7 @@ VALUES ($1, 's', $2, 'ACME', $3, 1, $4)`, fmt.Sprintf("%s/%d", k, seq), k, seq, 
 		}
 	}
 
-	ns := NATSServer(t)
+	ns := testenv.NATSServer(t)
 	connect := func() *nats.Conn {
 		nc, err := nats.Connect(ns.ClientURL())
 		if err != nil {

@@ -23,35 +23,14 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/store"
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
-
-// natsConn starts an embedded nats-server and connects to it; both end with
-// the test.
-func natsConn(t *testing.T) *nats.Conn {
-	t.Helper()
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
 
 // received is one message a subscriber got.
 type received struct {
@@ -141,7 +120,7 @@ func TestHandlers_RepairPublishesChangedPositions(t *testing.T) {
 			if tc.repaired[0] == "" {
 				tc.repaired = [2]string{good["quantity"], good["avg_cost"]}
 			}
-			nc := natsConn(t)
+			nc := testenv.NATSConn(t)
 			ch := subscribe(t, nc)
 			pub := notify.New(f.st.Pool(), nc, "")
 			f.st.SetAfterCommit(pub.Kick)

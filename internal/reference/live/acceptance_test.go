@@ -33,6 +33,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
@@ -83,7 +84,7 @@ func (r *reorderer) flush() {
 // output in authoritative order (storetest.Replay: big.Rat, no shared code),
 // and every trade and order version is present.
 func TestAcceptance_LossyLiveProjectionRecoversToIndependentReplay(t *testing.T) {
-	nc := natsServer(t)
+	nc := testenv.NATSConn(t)
 	desc := engine.Descriptor{EngineID: "member-1", Scope: "s", Instruments: []string{"ACME", "BOLT", "CRUX"}}
 	lg, err := engine.Create(t.TempDir(), desc, engine.LogOptions{})
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 	. "github.com/projection-recovery/projection-recovery/internal/store/storetest"
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
 // Three trades on A/ACME (authoritative: +10@100, +10@200, -5@300 → 15@150).
@@ -109,7 +110,7 @@ func TestR1_NewerLiveTradesAreKept(t *testing.T) {
 func TestR2_ChangedKeyPublishesFinalPositionAfterCommit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Descriptor)
-	nc := natsServer(t)
+	nc := testenv.NATSConn(t)
 	pub := notify.New(e.s.Pool(), nc, "")
 	sub, err := nc.SubscribeSync(pub.Subject("s"))
 	if err != nil {
@@ -174,7 +175,7 @@ func TestR2_UnchangedKeysPublishNothing(t *testing.T) {
 func TestR2_RollbackPublishesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Descriptor)
-	nc := natsServer(t)
+	nc := testenv.NATSConn(t)
 	pub := notify.New(e.s.Pool(), nc, "")
 	sub, _ := nc.SubscribeSync(pub.Subject("s"))
 	feed(t, e, t3, t1, Trade(2, 9, "orphan", "ACME", "1", "1", "X", "Y"))
@@ -197,7 +198,7 @@ func TestR2_CrashBetweenCommitAndPublishLosesNothing(t *testing.T) {
 	e := newEnv(t, Descriptor)
 	feed(t, e, t1)
 	catchUp(t, e, ledger3(t), 100) // committed; "crash": no publisher ever ran
-	nc := natsServer(t)
+	nc := testenv.NATSConn(t)
 	pub := notify.New(e.s.Pool(), nc, "")
 	sub, _ := nc.SubscribeSync(pub.Subject("s"))
 	n, err := pub.Flush(ctxb)

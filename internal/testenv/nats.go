@@ -14,17 +14,18 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package notify
+package testenv
 
 import (
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
-// NATSServer starts an embedded NATS server on a free loopback port, shut
-// down when the test ends. Exported for this package's external tests too.
+// NATSServer starts an embedded nats-server on a free loopback port, shut
+// down when the test ends.
 func NATSServer(t testing.TB) *server.Server {
 	t.Helper()
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
@@ -33,8 +34,19 @@ func NATSServer(t testing.TB) *server.Server {
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
+		t.Fatal("nats-server not ready")
 	}
 	t.Cleanup(ns.Shutdown)
 	return ns
+}
+
+// NATSConn starts NATSServer and connects to it; both end with the test.
+func NATSConn(t testing.TB) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(NATSServer(t).ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
