@@ -38,18 +38,26 @@ func reportedOrphanPlan(t *testing.T, ns, scope, name string) (*fixture, *recove
 	t.Helper()
 	grantApprove(t, ns, "alice")
 	f, rec := orphanBlockedScope(t, ns, scope, name)
-	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
-	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-" + name},
-		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: rec.Name},
-			RepairDSNSecretRef: &recoveryv1.SecretKeySelector{Name: "repair-db", Key: "dsn"}}}
-	if err := k8sClient.Create(bg, pr); err != nil {
-		t.Fatal(err)
-	}
+	pr := createRepairReconciliation(t, f, ns, "fix-"+name, rec.Name)
 	o := waitRecon(t, ns, pr.Name, "a report with a plan", func(o *recoveryv1.ProjectionReconciliation) bool {
 		return o.Status.RunState == recoveryv1.RunReported && o.Status.Plan != nil && o.Status.Plan.Actions > 0 &&
 			o.Status.Report != nil && o.Status.ObservedGeneration == o.Generation
 	})
 	return f, pr, o
+}
+
+// createRepairReconciliation creates a ProjectionReconciliation of the
+// recovery with a repair DSN (the fixture's projection_reconciliation role).
+func createRepairReconciliation(t *testing.T, f *fixture, ns, name, recovery string) *recoveryv1.ProjectionReconciliation {
+	t.Helper()
+	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
+	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: recovery},
+			RepairDSNSecretRef: &recoveryv1.SecretKeySelector{Name: "repair-db", Key: "dsn"}}}
+	if err := k8sClient.Create(bg, pr); err != nil {
+		t.Fatal(err)
+	}
+	return pr
 }
 
 // laggingCache is a client whose reads of one ProjectionReconciliation

@@ -21,8 +21,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 )
@@ -50,13 +48,7 @@ SELECT t.scope, 'orphan-' || lpad(g::text, 3, '0'), 1000000 + g, $2, t.instrumen
 	}
 	f.step(40)
 	waitState(t, ns, rec.Name, 60*time.Second, "BLOCKED", func(o *recoveryv1.ProjectionRecovery) bool { return o.Status.State == recoveryv1.StateBlocked })
-	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
-	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-viewed"},
-		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: rec.Name},
-			RepairDSNSecretRef: &recoveryv1.SecretKeySelector{Name: "repair-db", Key: "dsn"}}}
-	if err := k8sClient.Create(bg, pr); err != nil {
-		t.Fatal(err)
-	}
+	pr := createRepairReconciliation(t, f, ns, "fix-viewed", rec.Name)
 	o := waitRecon(t, ns, pr.Name, "a plan of every orphan", func(o *recoveryv1.ProjectionReconciliation) bool {
 		return o.Status.RunState == recoveryv1.RunReported && o.Status.Plan != nil && o.Status.Plan.Actions == orphans
 	})

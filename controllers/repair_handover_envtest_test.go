@@ -52,13 +52,7 @@ func TestEnvtest_RepairDoesNotWaitForTheRecoveryAndDriftIsShown(t *testing.T) {
  (SELECT account, instrument FROM positions WHERE scope = $1 AND quantity <> 0 ORDER BY account, instrument LIMIT 1)`, f.scope); err != nil {
 		t.Fatal(err)
 	}
-	createSecret(t, ns, "repair-db", map[string]string{"dsn": f.reconDSN})
-	pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix-handover"},
-		Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: rec.Name},
-			RepairDSNSecretRef: &recoveryv1.SecretKeySelector{Name: "repair-db", Key: "dsn"}}}
-	if err := k8sClient.Create(bg, pr); err != nil {
-		t.Fatal(err)
-	}
+	pr := createRepairReconciliation(t, f, ns, "fix-handover", rec.Name)
 	o := waitRecon(t, ns, pr.Name, "a plan", func(o *recoveryv1.ProjectionReconciliation) bool {
 		return o.Status.RunState == recoveryv1.RunReported && o.Status.Plan != nil && o.Status.Plan.Actions > 0
 	})
