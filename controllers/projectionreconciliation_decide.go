@@ -238,6 +238,9 @@ const (
 	// ReasonApprovalUnbound: an apply or rollback refused because what its
 	// approval was given for has changed since (approval_unbound).
 	ReasonApprovalUnbound = "ApprovalUnbound"
+	// ReasonPartiallyRolledBack: a rollback reverted what it could and left
+	// actions in place (status.outcome.left): a person undoes them by hand.
+	ReasonPartiallyRolledBack = "PartiallyRolledBack"
 )
 
 // refusalReason is the Stalled reason of a refusal only a human can clear.
@@ -247,6 +250,8 @@ func refusalReason(result string) string {
 		return ReasonApprovalPolicyMissing
 	case resultUnbound:
 		return ReasonApprovalUnbound
+	case resultPartial:
+		return ReasonPartiallyRolledBack
 	}
 	return ReasonRefused
 }

@@ -92,8 +92,8 @@ func TestPartialRollback_NeedsAHuman(t *testing.T) {
 		Outcome: &recoveryv1.OutcomeSummary{Operation: opRollback, Result: resultPartial, CorrelationID: "run-1", Message: "1 irreversible action stays",
 			Left: []recoveryv1.LeftAction{{ID: "collapse:1", Kind: "collapse", Rollback: "re-insert by hand"}}}}
 	set := reconConditions(spec, st, "", "")
-	if set.stalled != metav1.ConditionTrue || set.ready != metav1.ConditionFalse || !strings.Contains(set.message, "partial") {
-		t.Fatalf("conditions %+v, want Stalled naming the partial rollback", set)
+	if set.stalled != metav1.ConditionTrue || set.ready != metav1.ConditionFalse || !strings.Contains(set.message, "partial") || set.reason != ReasonPartiallyRolledBack {
+		t.Fatalf("conditions %+v, want Stalled/%s naming the partial rollback", set, ReasonPartiallyRolledBack)
 	}
 	if d := decideReconciliation(spec, st, 2, reconClock.Now()); d.action != reconNothing {
 		t.Fatalf("a resync decided %+v, want nothing", d)

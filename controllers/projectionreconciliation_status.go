@@ -155,7 +155,7 @@ func (r *ProjectionReconciliationReconciler) publish(s *reconScope, before *reco
 			reason = ReasonRolledBack
 		}
 		if o.Result != resultOK {
-			typ, reason = corev1.EventTypeWarning, ReasonRefused
+			typ, reason = corev1.EventTypeWarning, refusalReason(o.Result)
 		}
 		r.event(s, s.recovery, typ, reason, o.Operation, fmt.Sprintf("%s %s (correlation %s, applied %d, rolled back %d, verified %d, still drifting %d): %s",
 			o.Operation, o.Result, o.CorrelationID, o.Applied, o.RolledBack, o.Verified, o.StillDrifting, o.Message))
