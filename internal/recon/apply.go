@@ -172,7 +172,7 @@ func (w *Workflow) Apply(ctx context.Context, plan *Plan, opt ApplyOptions) (*Ou
 	// 8. snapshot_unavailable
 	snap, err := w.read(ctx, plan.Scope)
 	if err != nil {
-		return r.refuse(ctx, plan.Actions, fail(ResultSnapshotUnavailable, err, "re-read scope %q", plan.Scope))
+		return r.refuse(ctx, plan.Actions, fail(readCode(ResultSnapshotUnavailable, err), err, "re-read scope %q", plan.Scope))
 	}
 	// 9. plan_stale: re-plan on the fresh read; every selected action must
 	// re-appear with the same target, before and after (clock fields aside).
@@ -372,6 +372,12 @@ func (r *applyRun) verify(ctx context.Context) {
 	rep, err := Detect(snap)
 	if err != nil {
 		r.w.Log.Error(err, "verification detect failed", "plan", r.out.PlanID)
+		return
+	}
+	if rep.Unlisted > 0 {
+		// A finding absent from a truncated report may only be unlisted:
+		// calling it verified would claim a repair the read cannot show.
+		r.w.Log.Info("verification read is truncated: not verified", "plan", r.out.PlanID, "unlisted", rep.Unlisted)
 		return
 	}
 	ids := rep.FindingIDs()

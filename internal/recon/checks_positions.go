@@ -358,7 +358,7 @@ func (d *detector) checkKey(k posKey, ki *keyInputs, row *PositionRow, b *BasisR
 		cause := RootCause{Code: CausePositionNeverWritten, Confidence: Likely,
 			Hint:     "the key has verified inputs but no row: the projector never wrote it (or it was deleted)",
 			Evidence: []string{"fills=" + itoa(int64(len(ki.fills)))}}
-		if len(drift) > 0 {
+		if drift != nil {
 			cause = driftCause(drift)
 		}
 		d.emit(PositionDerivationAgrees, rec, before, expected, cause, true, "")
@@ -370,7 +370,7 @@ func (d *detector) checkKey(k posKey, ki *keyInputs, row *PositionRow, b *BasisR
 		case overPrecise(row.Quantity, row.AvgCost):
 			cause = RootCause{Code: CausePrecisionMismatch, Confidence: Likely,
 				Hint: "the row carries more than 12 decimal places: it was not produced by the derivation; fix the writer, not the number", Evidence: ev}
-		case len(drift) > 0:
+		case drift != nil:
 			cause = driftCause(drift)
 		case openingFinding:
 			cause = RootCause{Code: CauseOpeningUnproven, Confidence: Likely,
@@ -390,10 +390,10 @@ func (d *detector) checkKey(k posKey, ki *keyInputs, row *PositionRow, b *BasisR
 }
 
 // driftCause: the key's inputs drift (its trades carry findings).
-func driftCause(drift []string) RootCause {
-	ev := drift
-	if len(ev) > 5 {
-		ev = append(append([]string{}, ev[:5]...), "and "+itoa(int64(len(drift)-5))+" more")
+func driftCause(drift *driftEvidence) RootCause {
+	ev := drift.first
+	if drift.n > len(ev) {
+		ev = append(append([]string{}, ev...), "and "+itoa(int64(drift.n-len(ev)))+" more")
 	}
 	return RootCause{Code: CauseInputsDrift, Confidence: Likely,
 		Hint:     "the key's trades drift (" + strings.Join(ev, "; ") + "): fix them first, then re-derive",

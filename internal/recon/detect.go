@@ -70,21 +70,21 @@ type detector struct {
 
 	v, b int64 // the cursor's verified-through seq (0 without a cursor) and the source boundary B
 
-	srcTrades map[string]int       // first source trade per trade_id: its index in Source.Trades
-	sqlTrades map[string]*TradeRow // first row per trade_id
-	orphan    map[string]bool      // SQL trade ids absent from the source at seq <= B
-	legacy    map[string]bool      // SQL trade ids without a consensus seq
-	keyDrift  map[posKey][]string  // evidence: trade findings touching the key
-	accounts  map[string]bool      // accounts the source knows
+	srcTrades map[string]int            // first source trade per trade_id: its index in Source.Trades
+	sqlTrades map[string]*TradeRow      // first row per trade_id
+	orphan    map[string]bool           // SQL trade ids absent from the source at seq <= B
+	legacy    map[string]bool           // SQL trade ids without a consensus seq
+	keyDrift  map[posKey]*driftEvidence // evidence: trade findings touching the key
+	accounts  map[string]bool           // accounts the source knows
 
-	findings []Finding
+	findings listed
 }
 
 func newDetector(s *Snapshot) *detector {
 	d := &detector{s: s, corr: correlate(s), b: s.Source.Boundary,
 		srcTrades: make(map[string]int, len(s.Source.Trades)),
 		sqlTrades: make(map[string]*TradeRow, len(s.SQL.Trades)),
-		orphan:    map[string]bool{}, legacy: map[string]bool{}, keyDrift: map[posKey][]string{},
+		orphan:    map[string]bool{}, legacy: map[string]bool{}, keyDrift: map[posKey]*driftEvidence{},
 		accounts: map[string]bool{}}
 	if s.SQL.Cursor != nil {
 		d.v = s.SQL.Cursor.VerifiedThroughSeq
@@ -102,6 +102,11 @@ func newDetector(s *Snapshot) *detector {
 	}
 	return d
 }
+
+// DefaultMaxFindings is the report's finding cap when Snapshot.MaxFindings
+// is 0: a finding costs about a kilobyte (its fields, cause and evidence),
+// so 10,000 keep a report of a hostile scope in ~10 MB.
+const DefaultMaxFindings = 10_000
 
 // errUndeclared marks a programming error: a check emitted an invariant or a
 // cause it does not declare. Detect fails rather than report it.
@@ -145,7 +150,7 @@ func (d *detector) emit(id InvariantID, rec Record, before, expected Fields, cau
 		Detail: detail, RootCause: cause, Related: related}
 	scrubFinding(&f)
 	f.ID = string(id) + "@" + f.Record.Key()
-	d.findings = append(d.findings, f)
+	d.findings.add(f)
 }
 
 // srcTrade is the first source trade with the id and its index in
@@ -160,7 +165,26 @@ func (d *detector) srcTrade(id string) (*wire.Trade, int) {
 // markKey notes a trade drift on a key: the key's derivation inputs are not
 // trustworthy until it is fixed (cause inputs_drift, repair refused).
 func (d *detector) markKey(k posKey, why string) {
-	d.keyDrift[k] = append(d.keyDrift[k], why)
+	e := d.keyDrift[k]
+	if e == nil {
+		e = &driftEvidence{}
+		d.keyDrift[k] = e
+	}
+	if len(e.first) < driftShown {
+		e.first = append(e.first, why)
+	}
+	e.n++
+}
+
+// driftShown is how many drifting trades of a key its evidence names.
+const driftShown = 5
+
+// driftEvidence is a key's drifting trades: the first driftShown reasons and
+// how many there are. Only those are ever shown (driftCause), so a key with
+// millions of drifting trades costs five strings, not millions.
+type driftEvidence struct {
+	first []string
+	n     int
 }
 
 // Detect checks every invariant against the snapshot and returns a dry-run
@@ -172,6 +196,10 @@ func Detect(s *Snapshot) (*Report, error) {
 		return nil, errors.New("recon: detect: nil snapshot")
 	}
 	d := newDetector(s)
+	d.findings.max = s.MaxFindings
+	if d.findings.max <= 0 {
+		d.findings.max = DefaultMaxFindings
+	}
 	for i := range checks {
 		d.cur = &checks[i]
 		d.cur.run(d)
@@ -179,5 +207,5 @@ func Detect(s *Snapshot) (*Report, error) {
 			return nil, d.err
 		}
 	}
-	return newReport(s, d.corr, d.findings), nil
+	return newReport(s, d.corr, &d.findings), nil
 }

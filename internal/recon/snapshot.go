@@ -53,6 +53,9 @@ type Snapshot struct {
 	Scope      string
 	Now        time.Time
 	StaleAfter time.Duration
+	// MaxFindings bounds the findings a report lists (0: DefaultMaxFindings);
+	// injected like Now (Workflow.MaxFindings). See Report.Unlisted.
+	MaxFindings int
 
 	SQL    SQLSide
 	Source SourceSide

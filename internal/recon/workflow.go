@@ -50,7 +50,10 @@ type Workflow struct {
 	// Pass the same clock to dry runs and applies.
 	Clock      func() time.Time
 	StaleAfter time.Duration
-	Log        logr.Logger
+	// MaxFindings is stamped on every snapshot (Snapshot.MaxFindings; 0:
+	// DefaultMaxFindings).
+	MaxFindings int
+	Log         logr.Logger
 }
 
 // validate checks the configuration a write path needs.
@@ -87,8 +90,18 @@ func (w *Workflow) read(ctx context.Context, scope string) (*Snapshot, error) {
 		return nil, fmt.Errorf("provider returned scope %q for %q", s.Scope, scope)
 	}
 	cp := *s
-	cp.Now, cp.StaleAfter = w.Clock(), w.StaleAfter
+	cp.Now, cp.StaleAfter, cp.MaxFindings = w.Clock(), w.StaleAfter, w.MaxFindings
 	return &cp, nil
+}
+
+// readCode is the result code of a failed read: snapshot_too_large when the
+// provider refused the scope's size or deadline, else unavailable (the
+// read's own code, snapshot_unavailable).
+func readCode(unavailable ResultCode, err error) ResultCode {
+	if errors.Is(err, ErrSnapshotTooLarge) {
+		return ResultSnapshotTooLarge
+	}
+	return unavailable
 }
 
 // DryRunResult is one dry run: its run record, report and plan.
@@ -147,7 +160,7 @@ func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRunResult, err
 	}
 	snap, err := w.read(ctx, scope)
 	if err != nil {
-		return end(ResultSnapshotUnavailable, err, "read snapshot")
+		return end(readCode(ResultSnapshotUnavailable, err), err, "read snapshot")
 	}
 	if err := step(RunAnalyzing); err != nil {
 		return end(ResultInternal, err, "analyzing")
