@@ -73,7 +73,30 @@ type Provider struct {
 	StaleAfter time.Duration
 	// Publisher, when set, reports the outbox publisher's connection.
 	Publisher func() *recon.PublisherStatus
+	// MaxRecords caps each side of the read (0: DefaultMaxSnapshotRecords):
+	// the projection's history rows (trades, orders and order_events
+	// together, counted before any is read) and the source's events through
+	// B (counted page by page). Past it the read stops with
+	// recon.ErrSnapshotTooLarge (snapshot_too_large).
+	MaxRecords int64
+	// Deadline bounds the whole read (0: DefaultSnapshotDeadline); past it
+	// the read stops with recon.ErrSnapshotTooLarge. A cancelled or expired
+	// caller's context stays a cancellation.
+	Deadline time.Duration
 }
+
+// DefaultMaxSnapshotRecords and DefaultSnapshotDeadline bound one read when
+// the provider sets no limit. Without them one large or hostile scope could
+// take the manager's memory (every other scope's recovery runs in the same
+// process) or hold a reconciliation worker indefinitely.
+const (
+	DefaultMaxSnapshotRecords int64 = 250_000
+	DefaultSnapshotDeadline         = 2 * time.Minute
+)
+
+// errReadDeadline is the cause of the read's own deadline, told apart from
+// the caller's.
+var errReadDeadline = errors.New("snapshot deadline")
 
 var _ recon.SnapshotProvider = (*Provider)(nil)
 
@@ -99,16 +122,37 @@ func (p *Provider) Read(ctx context.Context, scope string) (*recon.Snapshot, err
 	if max < 1 || max > source.MaxPageEvents {
 		return nil, fmt.Errorf("reconstore: page size %d outside 1..%d", max, source.MaxPageEvents)
 	}
+	limit, deadline := p.MaxRecords, p.Deadline
+	if limit == 0 {
+		limit = DefaultMaxSnapshotRecords
+	}
+	if deadline == 0 {
+		deadline = DefaultSnapshotDeadline
+	}
+	if limit < 0 || deadline < 0 {
+		return nil, fmt.Errorf("reconstore: negative snapshot cap %d or deadline %s", limit, deadline)
+	}
+	parent := ctx
+	ctx, cancel := context.WithTimeoutCause(ctx, deadline, errReadDeadline)
+	defer cancel()
+	// overdue turns an error caused by the read's own deadline into the
+	// refusal the caller can act on; the caller's own end stays its own.
+	overdue := func(err error) error {
+		if parent.Err() == nil && errors.Is(context.Cause(ctx), errReadDeadline) {
+			return fmt.Errorf("%w: the read did not finish within the snapshot deadline of %s (%v)", recon.ErrSnapshotTooLarge, deadline, err)
+		}
+		return err
+	}
 	start := time.Now()
 	snap := &recon.Snapshot{Scope: scope, Now: p.Clock(), StaleAfter: p.StaleAfter}
 	in := newInterner()
-	if err := readSQL(ctx, p.Pool, scope, snap, in); err != nil {
-		return nil, fmt.Errorf("reconstore: read scope %s from the projection: %w", scope, err)
+	if err := readSQL(ctx, p.Pool, scope, snap, in, limit); err != nil {
+		return nil, fmt.Errorf("reconstore: read scope %s from the projection: %w", scope, overdue(err))
 	}
 	hint := sourceHint{trades: len(snap.SQL.Trades), orders: len(snap.SQL.OrderEvents)}
-	src, pages, err := readSource(ctx, p.Source, max, chainSeqs(snap), hint, in)
+	src, pages, err := readSource(ctx, p.Source, max, chainSeqs(snap), hint, in, limit)
 	if err != nil {
-		return nil, fmt.Errorf("reconstore: read scope %s from the source: %w", scope, err)
+		return nil, fmt.Errorf("reconstore: read scope %s from the source: %w", scope, overdue(err))
 	}
 	snap.Source = src
 	if p.Publisher != nil {
