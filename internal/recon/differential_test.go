@@ -18,6 +18,7 @@ package recon
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -179,9 +180,12 @@ var drifts = []func(s *Snapshot, rng *rand.Rand){
 }
 
 // runDetection is the detection under test with a page size (0: one page).
-var runDetection = func(t testing.TB, s *Snapshot, pageSeqs int) (*Report, *Plan) {
+func runDetection(t testing.TB, s *Snapshot, pageSeqs int) (*Report, *Plan) {
 	t.Helper()
-	r := mustDetect(t, s)
+	r, err := DetectHistory(context.Background(), s, newSnapshotHistory(s, pageSeqs))
+	if err != nil {
+		t.Fatal(err)
+	}
 	return r, mustPlan(t, r, s)
 }
 

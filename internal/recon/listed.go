@@ -36,10 +36,11 @@ type listed struct {
 }
 
 type listedFinding struct {
-	f   Finding
-	inv int
-	key string
-	n   int // emission order
+	f       Finding
+	absence bool // the conclusion rests on an absence from the source (detector.finalCause)
+	inv     int
+	key     string
+	n       int // emission order
 }
 
 func (a *listedFinding) before(b *listedFinding) bool {
@@ -52,13 +53,13 @@ func (a *listedFinding) before(b *listedFinding) bool {
 	return a.n < b.n
 }
 
-func (l *listed) add(f Finding) {
+func (l *listed) add(f Finding, absence bool) {
 	if l.byInvariant == nil {
 		l.byInvariant = map[InvariantID]int{}
 	}
 	l.total++
 	l.byInvariant[f.Invariant]++
-	e := listedFinding{f: f, inv: invariantOrder[f.Invariant], key: f.Record.Key(), n: l.total}
+	e := listedFinding{f: f, absence: absence, inv: invariantOrder[f.Invariant], key: f.Record.Key(), n: l.total}
 	switch {
 	case len(l.es) < l.max:
 		l.es = append(l.es, e)
