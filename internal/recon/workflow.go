@@ -104,6 +104,71 @@ func readCode(unavailable ResultCode, err error) ResultCode {
 	return unavailable
 }
 
+// HistoryProvider is a SnapshotProvider that streams: Open returns the
+// scope's small tables and its history, which the workflow detects over
+// once (DetectHistory) before it calls release. Detection then holds state
+// per key, never the history, whatever the scope's age.
+type HistoryProvider interface {
+	SnapshotProvider
+	Open(ctx context.Context, scope string) (s *Snapshot, h History, release func(), err error)
+}
+
+// scopeRead is one read of a scope, ready to detect: streamed (history set,
+// release ends the provider's read) or materialised.
+type scopeRead struct {
+	snap    *Snapshot
+	history History
+	release func()
+}
+
+// open reads the scope (a HistoryProvider's small tables, or a whole
+// snapshot) and stamps the injected clock and caps on a copy.
+func (w *Workflow) open(ctx context.Context, scope string) (*scopeRead, error) {
+	hp, ok := w.Provider.(HistoryProvider)
+	if !ok {
+		s, err := w.read(ctx, scope)
+		if err != nil {
+			return nil, err
+		}
+		return &scopeRead{snap: s, release: func() {}}, nil
+	}
+	s, h, release, err := hp.Open(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil || h == nil || s.Scope != scope {
+		if release != nil {
+			release()
+		}
+		return nil, fmt.Errorf("provider opened no history for scope %q", scope)
+	}
+	cp := *s
+	cp.Now, cp.StaleAfter, cp.MaxFindings = w.Clock(), w.StaleAfter, w.MaxFindings
+	return &scopeRead{snap: &cp, history: h, release: release}, nil
+}
+
+// detect detects over the read once. A failure of the history is a read
+// failure (detectCode), not a detection bug.
+func (r *scopeRead) detect(ctx context.Context) (*Report, error) {
+	if r.history == nil {
+		return Detect(r.snap)
+	}
+	return DetectHistory(ctx, r.snap, r.history)
+}
+
+// detectCode is the result code of a failed detection: the history's read
+// failing is snapshot_unavailable (snapshot_too_large past its cap or
+// deadline), anything else is a detection bug.
+func detectCode(err error) ResultCode {
+	switch {
+	case errors.Is(err, ErrSnapshotTooLarge):
+		return ResultSnapshotTooLarge
+	case errors.Is(err, ErrHistory):
+		return ResultSnapshotUnavailable
+	}
+	return ResultInternal
+}
+
 // DryRunResult is one dry run: its run record, report and plan.
 type DryRunResult struct {
 	Run    Run
@@ -158,16 +223,18 @@ func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRunResult, err
 	if err := step(RunCollecting); err != nil {
 		return end(ResultInternal, err, "collecting")
 	}
-	snap, err := w.read(ctx, scope)
+	rd, err := w.open(ctx, scope)
 	if err != nil {
 		return end(readCode(ResultSnapshotUnavailable, err), err, "read snapshot")
 	}
+	defer rd.release()
+	snap := rd.snap
 	if err := step(RunAnalyzing); err != nil {
 		return end(ResultInternal, err, "analyzing")
 	}
-	report, err := Detect(snap)
+	report, err := rd.detect(ctx)
 	if err != nil {
-		return end(ResultInternal, err, "detect")
+		return end(detectCode(err), err, "detect")
 	}
 	plan, err := PlanRepairs(report, snap)
 	if err != nil {

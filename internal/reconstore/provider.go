@@ -100,49 +100,68 @@ var errReadDeadline = errors.New("snapshot deadline")
 
 var _ recon.SnapshotProvider = (*Provider)(nil)
 
+// readLimits are a read's page size, cap and deadline, defaults applied.
+type readLimits struct {
+	page     int
+	records  int64
+	deadline time.Duration
+}
+
+// limits validates the provider for a read of scope.
+func (p *Provider) limits(scope string) (readLimits, error) {
+	switch {
+	case p.Pool == nil:
+		return readLimits{}, errors.New("reconstore: provider has no database pool")
+	case p.Source == nil:
+		return readLimits{}, errors.New("reconstore: provider has no source client")
+	case p.Clock == nil:
+		return readLimits{}, errors.New("reconstore: provider has no clock")
+	case scope == "":
+		return readLimits{}, errors.New("reconstore: empty scope")
+	}
+	l := readLimits{page: p.PageEvents, records: p.MaxRecords, deadline: p.Deadline}
+	if l.page == 0 {
+		l.page = DefaultPageEvents
+	}
+	if l.page < 1 || l.page > source.MaxPageEvents {
+		return readLimits{}, fmt.Errorf("reconstore: page size %d outside 1..%d", l.page, source.MaxPageEvents)
+	}
+	if l.records == 0 {
+		l.records = DefaultMaxSnapshotRecords
+	}
+	if l.deadline == 0 {
+		l.deadline = DefaultSnapshotDeadline
+	}
+	if l.records < 0 || l.deadline < 0 {
+		return readLimits{}, fmt.Errorf("reconstore: negative snapshot cap %d or deadline %s", l.records, l.deadline)
+	}
+	return l, nil
+}
+
+// overdue turns an error caused by the read's own deadline (ctx, derived
+// from parent) into the refusal the caller can act on; the caller's own
+// end stays its own.
+func (l readLimits) overdue(parent, ctx context.Context, err error) error {
+	if err != nil && parent.Err() == nil && errors.Is(context.Cause(ctx), errReadDeadline) && !errors.Is(err, recon.ErrSnapshotTooLarge) {
+		return fmt.Errorf("%w: the read did not finish within the snapshot deadline of %s (%v)", recon.ErrSnapshotTooLarge, l.deadline, err)
+	}
+	return err
+}
+
 // Read returns the scope's snapshot, or an error and no snapshot when any
 // part of either side could not be read (the workflow answers
 // snapshot_unavailable and produces no report: a partial read that looks
 // clean is worse than none).
 func (p *Provider) Read(ctx context.Context, scope string) (*recon.Snapshot, error) {
-	switch {
-	case p.Pool == nil:
-		return nil, errors.New("reconstore: provider has no database pool")
-	case p.Source == nil:
-		return nil, errors.New("reconstore: provider has no source client")
-	case p.Clock == nil:
-		return nil, errors.New("reconstore: provider has no clock")
-	case scope == "":
-		return nil, errors.New("reconstore: empty scope")
+	lim, err := p.limits(scope)
+	if err != nil {
+		return nil, err
 	}
-	max := p.PageEvents
-	if max == 0 {
-		max = DefaultPageEvents
-	}
-	if max < 1 || max > source.MaxPageEvents {
-		return nil, fmt.Errorf("reconstore: page size %d outside 1..%d", max, source.MaxPageEvents)
-	}
-	limit, deadline := p.MaxRecords, p.Deadline
-	if limit == 0 {
-		limit = DefaultMaxSnapshotRecords
-	}
-	if deadline == 0 {
-		deadline = DefaultSnapshotDeadline
-	}
-	if limit < 0 || deadline < 0 {
-		return nil, fmt.Errorf("reconstore: negative snapshot cap %d or deadline %s", limit, deadline)
-	}
+	max, limit := lim.page, lim.records
 	parent := ctx
-	ctx, cancel := context.WithTimeoutCause(ctx, deadline, errReadDeadline)
+	ctx, cancel := context.WithTimeoutCause(ctx, lim.deadline, errReadDeadline)
 	defer cancel()
-	// overdue turns an error caused by the read's own deadline into the
-	// refusal the caller can act on; the caller's own end stays its own.
-	overdue := func(err error) error {
-		if parent.Err() == nil && errors.Is(context.Cause(ctx), errReadDeadline) {
-			return fmt.Errorf("%w: the read did not finish within the snapshot deadline of %s (%v)", recon.ErrSnapshotTooLarge, deadline, err)
-		}
-		return err
-	}
+	overdue := func(err error) error { return lim.overdue(parent, ctx, err) }
 	start := time.Now()
 	snap := &recon.Snapshot{Scope: scope, Now: p.Clock(), StaleAfter: p.StaleAfter}
 	in := newInterner()
