@@ -450,4 +450,3 @@ func decimals(dst []*decimal.Decimal, src []pgtype.Numeric) error {
 	}
 	return nil
 }
-
