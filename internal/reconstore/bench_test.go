@@ -65,8 +65,9 @@ func cleanWorld(tb testing.TB, events int) *world {
 	return newWorld(tb, "bench", int(float64(events)/eventsPerCommand)+1, worldOpts{catchUp: true, accounts: 50, memberProcess: true})
 }
 
-// timeDetect reads the world's scope through the real provider (member over
-// HTTP, PostgreSQL as the read-only role) and detects, sampling the heap.
+// timeDetect detects over the world's scope as the workflow does: the real
+// provider's streamed history (member over HTTP, PostgreSQL as the
+// read-only role, Provider.Open) and DetectHistory, sampling the heap.
 func timeDetect(tb testing.TB, w *world) detectResult {
 	tb.Helper()
 	p := w.provider(0)
@@ -94,11 +95,12 @@ func timeDetect(tb testing.TB, w *world) detectResult {
 		}
 	}()
 	start := time.Now()
-	snap, err := p.Read(ctxb, w.scope)
+	s, h, release, err := p.Open(ctxb, w.scope)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rep, err := recon.Detect(snap)
+	rep, err := recon.DetectHistory(ctxb, s, h)
+	release()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -108,25 +110,25 @@ func timeDetect(tb testing.TB, w *world) detectResult {
 	}
 	close(done)
 	wg.Wait()
-	writeHeapProfile(tb, len(snap.SQL.Trades))
-	if !rep.Clean || len(rep.Findings) != 0 || !snap.Source.Complete {
-		tb.Fatalf("a caught-up scope is not clean (complete=%v): %v", snap.Source.Complete, findings(rep))
+	src := h.End()
+	writeHeapProfile(tb, int(src.EventCount))
+	if !rep.Clean || len(rep.Findings) != 0 || !src.Complete {
+		tb.Fatalf("a caught-up scope is not clean (complete=%v): %v", src.Complete, findings(rep))
 	}
-	runtime.KeepAlive(snap)
-	return detectResult{events: snap.Source.EventCount, took: took, peakHeap: peak.Load() - base, peakTotal: peak.Load()}
+	return detectResult{events: src.EventCount, took: took, peakHeap: peak.Load() - base, peakTotal: peak.Load()}
 }
 
 // writeHeapProfile writes the live heap right after detection, while the
 // snapshot and the report are still reachable, to
-// $PROJECTION_BENCH_HEAPPROFILE-<trades>.pprof when that variable is set
+// $PROJECTION_BENCH_HEAPPROFILE-<events>.pprof when that variable is set
 // (profiling only: the GC it forces runs after the measurement).
-func writeHeapProfile(tb testing.TB, trades int) {
+func writeHeapProfile(tb testing.TB, events int) {
 	prefix := os.Getenv("PROJECTION_BENCH_HEAPPROFILE")
 	if prefix == "" {
 		return
 	}
 	runtime.GC()
-	f, err := os.Create(prefix + "-" + strconv.Itoa(trades) + ".pprof")
+	f, err := os.Create(prefix + "-" + strconv.Itoa(events) + ".pprof")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
@@ -179,6 +180,16 @@ type history struct {
 	want           []int64 // chain points still to record, ascending
 	end            recon.SourceSide
 	done           bool
+	// ahead is the next page, fetched while detection works on this one:
+	// the member prepares a page while detection checks the previous, so
+	// neither waits on the other (one page in flight, ended with the
+	// read's context).
+	ahead chan fetched
+}
+
+type fetched struct {
+	p   *source.Page
+	err error
 }
 
 func (h *history) fail(what string, err error) error {
@@ -267,7 +278,15 @@ func (h *history) NextPage(context.Context) (*recon.SourcePage, error) {
 	if err := h.ctx.Err(); err != nil {
 		return nil, h.fail("source", err)
 	}
-	p, err := h.p.Source.Fetch(h.ctx, h.after, h.digest, h.expect, h.lim.page)
+	var p *source.Page
+	var err error
+	if h.ahead != nil {
+		f := <-h.ahead
+		h.ahead = nil
+		p, err = f.p, f.err
+	} else {
+		p, err = h.p.Source.Fetch(h.ctx, h.after, h.digest, h.expect, h.lim.page)
+	}
 	if err != nil {
 		return nil, h.fail(fmt.Sprintf("source page after seq %d", h.after), err)
 	}
@@ -312,7 +331,14 @@ func (h *history) NextPage(context.Context) (*recon.SourcePage, error) {
 		// with every page verified; any error fails the history.
 		h.done = true
 		h.end.Boundary, h.end.Digest, h.end.EventCount, h.end.Complete = h.after, h.digest, h.count, true
+		return out, nil
 	}
+	// The next page follows this one's verified end: fetch it now.
+	h.ahead = make(chan fetched, 1)
+	go func(ch chan<- fetched, after int64, digest, expect string) {
+		p, err := h.p.Source.Fetch(h.ctx, after, digest, expect, h.lim.page)
+		ch <- fetched{p, err}
+	}(h.ahead, h.after, h.digest, h.expect)
 	return out, nil
 }
 
