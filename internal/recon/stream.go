@@ -33,6 +33,10 @@ import (
 // rather than grow with a hostile scope (a row costs a few hundred bytes).
 const MaxPendingRows = 100_000
 
+// maxPendingRows is MaxPendingRows (a variable so a test can reach it
+// without a hundred thousand rows).
+var maxPendingRows = MaxPendingRows
+
 // engine is one streaming detection: it pairs each source event with the
 // SQL row of the same identity as both stream by in seq order, and keeps
 // per-key state (positions, the current version per order) plus the rows
@@ -105,9 +109,9 @@ func (e *engine) held() int {
 }
 
 func (e *engine) checkHeld() error {
-	if n := e.held(); n > MaxPendingRows {
+	if n := e.held(); n > maxPendingRows {
 		return fmt.Errorf("%w: more than %d rows drift across the history (re-sequenced, legacy, orphaned or rewound): too many to hold; repair them in bulk first",
-			ErrSnapshotTooLarge, MaxPendingRows)
+			ErrSnapshotTooLarge, maxPendingRows)
 	}
 	return nil
 }
