@@ -157,6 +157,7 @@ func (e *engine) run() error {
 			e.group[r.TradeID] = &groupState{tradeSeq: r.TradeSeq}
 		}
 	}
+	e.cur.reserve(counts.Orders)
 	if err := h.CurrentOrders(ctx, e.cur.add); err != nil {
 		return e.histErr("current orders", err)
 	}

@@ -34,6 +34,7 @@ import (
 // reports no version for them, so they are checked from their rows).
 type orderIndex struct {
 	seed     maphash.Seed
+	seeded   bool
 	hashes   []uint64
 	versions []int64
 	built    bool
@@ -42,8 +43,8 @@ type orderIndex struct {
 const ambiguousVersion = -1 << 63
 
 func (x *orderIndex) hash(id string) uint64 {
-	if !x.built && len(x.hashes) == 0 {
-		x.seed = maphash.MakeSeed()
+	if !x.seeded {
+		x.seed, x.seeded = maphash.MakeSeed(), true
 	}
 	return maphash.String(x.seed, id)
 }
@@ -53,22 +54,38 @@ func (x *orderIndex) add(id string, version int64) {
 	x.versions = append(x.versions, version)
 }
 
-// build sorts the index and marks slots whose hash repeats.
-func (x *orderIndex) build() {
-	idx := make([]int, len(x.hashes))
-	for i := range idx {
-		idx[i] = i
+// reserve sizes the index for n orders (the orders table's count): the
+// index is allocated once at its final size, never grown by doubling.
+func (x *orderIndex) reserve(n int64) {
+	if n > 0 && x.hashes == nil {
+		x.hashes, x.versions = make([]uint64, 0, n), make([]int64, 0, n)
 	}
-	sort.Slice(idx, func(a, b int) bool { return x.hashes[idx[a]] < x.hashes[idx[b]] })
-	h, v := make([]uint64, 0, len(idx)), make([]int64, 0, len(idx))
-	for _, i := range idx {
-		if n := len(h); n > 0 && h[n-1] == x.hashes[i] {
-			v[n-1] = ambiguousVersion
+}
+
+// build sorts the index in place and marks slots whose hash repeats: no
+// second copy, so the index peaks at its own 16 bytes an order.
+func (x *orderIndex) build() {
+	sort.Sort((*byHash)(x))
+	n := 0
+	for i := range x.hashes {
+		if n > 0 && x.hashes[n-1] == x.hashes[i] {
+			x.versions[n-1] = ambiguousVersion
 			continue
 		}
-		h, v = append(h, x.hashes[i]), append(v, x.versions[i])
+		x.hashes[n], x.versions[n] = x.hashes[i], x.versions[i]
+		n++
 	}
-	x.hashes, x.versions, x.built = slices.Clip(h), slices.Clip(v), true
+	x.hashes, x.versions, x.built = x.hashes[:n], x.versions[:n], true
+}
+
+// byHash sorts the index's two slices together by hash.
+type byHash orderIndex
+
+func (b *byHash) Len() int           { return len(b.hashes) }
+func (b *byHash) Less(i, j int) bool { return b.hashes[i] < b.hashes[j] }
+func (b *byHash) Swap(i, j int) {
+	b.hashes[i], b.hashes[j] = b.hashes[j], b.hashes[i]
+	b.versions[i], b.versions[j] = b.versions[j], b.versions[i]
 }
 
 // version is the current version of the order, false when the orders table
@@ -77,7 +94,7 @@ func (x *orderIndex) version(id string) (v int64, ok, ambiguous bool) {
 	if len(x.hashes) == 0 {
 		return 0, false, false
 	}
-	h := maphash.String(x.seed, id)
+	h := x.hash(id)
 	i, found := slices.BinarySearch(x.hashes, h)
 	if !found {
 		return 0, false, false

@@ -217,3 +217,32 @@ func maxOf(a, b uint64) uint64 {
 	}
 	return b
 }
+
+// The order index answers each order's current version, no row for an
+// order it was not given, and "ambiguous" for a slot two rows share (the
+// primary key lost, or two ids of one hash): those are checked from their
+// rows.
+func TestOrderIndex_VersionsMissingAndAmbiguous(t *testing.T) {
+	var x orderIndex
+	x.reserve(4)
+	for _, r := range []struct {
+		id string
+		v  int64
+	}{{"o-1", 3}, {"o-2", 1}, {"o-3", 7}, {"o-2", 2}} {
+		x.add(r.id, r.v)
+	}
+	x.build()
+	for _, tc := range []struct {
+		id             string
+		v              int64
+		has, ambiguous bool
+	}{{"o-1", 3, true, false}, {"o-3", 7, true, false}, {"o-2", 0, true, true}, {"o-9", 0, false, false}} {
+		v, has, amb := x.version(tc.id)
+		if v != tc.v || has != tc.has || amb != tc.ambiguous {
+			t.Errorf("version(%s) = %d, %v, %v; want %d, %v, %v", tc.id, v, has, amb, tc.v, tc.has, tc.ambiguous)
+		}
+	}
+	if len(x.hashes) != 3 || cap(x.hashes) != 4 {
+		t.Errorf("index of %d slots (capacity %d): want 3 in the reserved 4", len(x.hashes), cap(x.hashes))
+	}
+}

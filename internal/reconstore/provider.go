@@ -86,12 +86,16 @@ type Provider struct {
 }
 
 // DefaultMaxSnapshotRecords and DefaultSnapshotDeadline bound one read when
-// the provider sets no limit. Without them one large or hostile scope could
-// take the manager's memory (every other scope's recovery runs in the same
-// process) or hold a reconciliation worker indefinitely.
+// the provider sets no limit. Streamed (Open), detection's memory does not
+// grow with the history but for the order index (16 bytes an order, at
+// most 160 MB at the cap were every record an order), so the cap bounds
+// time: 10M records at the measured ~70-80k events/s take about two to
+// three minutes, well inside the deadline, which stops a scope (or a
+// member) too slow for it from holding a reconciliation worker. Read
+// materialises everything: it is for tests and small scopes.
 const (
-	DefaultMaxSnapshotRecords int64 = 250_000
-	DefaultSnapshotDeadline         = 2 * time.Minute
+	DefaultMaxSnapshotRecords int64 = 10_000_000
+	DefaultSnapshotDeadline         = 10 * time.Minute
 )
 
 // errReadDeadline is the cause of the read's own deadline, told apart from

@@ -98,6 +98,13 @@ func TestProvider_DeadlineRefusesSnapshotTooLarge(t *testing.T) {
 		t.Fatalf("the deadline of 300ms stopped the read after %s", took)
 	}
 
+	// The streamed read (the workflow's) stops at its deadline mid-stream.
+	p.Source = &stalling{Fetcher: w.client}
+	res, err := (&recon.Workflow{Provider: p, Clock: time.Now, StaleAfter: time.Minute}).DryRun(ctxb, w.scope)
+	if recon.CodeOf(err) != recon.ResultSnapshotTooLarge || res == nil || res.Report != nil || !strings.Contains(err.Error(), "snapshot deadline of 300ms") {
+		t.Fatalf("DryRun past the deadline = report %t, %v", res != nil && res.Report != nil, err)
+	}
+
 	p.Deadline = time.Hour
 	p.Source = &stalling{Fetcher: w.client}
 	ctx, cancel := context.WithTimeout(ctxb, 300*time.Millisecond)
