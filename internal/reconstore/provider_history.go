@@ -188,8 +188,37 @@ type history struct {
 }
 
 type fetched struct {
-	p   *source.Page
-	err error
+	p    *source.Page
+	page *recon.SourcePage // p decoded
+	err  error
+}
+
+// fetchPage fetches and decodes the page after afterSeq: run ahead of
+// detection, decoding (a third of the read's CPU) overlaps detection's
+// work on the previous page.
+func (h *history) fetchPage(after int64, digest, expect string) fetched {
+	p, err := h.p.Source.Fetch(h.ctx, after, digest, expect, h.lim.page)
+	if err != nil {
+		return fetched{err: err}
+	}
+	out := &recon.SourcePage{Through: p.ThroughSeq}
+	for i := range p.Events {
+		ev, err := wire.Decode(p.Events[i].Wire)
+		if err != nil { // the client decoded it already: unreachable unless the client changed
+			return fetched{err: fmt.Errorf("decode event %d of the page after seq %d: %w", i, after, err)}
+		}
+		switch {
+		case ev.Trade != nil:
+			out.Trades = append(out.Trades, *ev.Trade)
+		case ev.Order != nil:
+			out.Orders = append(out.Orders, *ev.Order)
+		case ev.Opening != nil:
+			out.Openings = append(out.Openings, *ev.Opening)
+		default:
+			return fetched{err: fmt.Errorf("event %d of the page after seq %d has no payload", i, after)}
+		}
+	}
+	return fetched{p: p, page: out}
 }
 
 func (h *history) fail(what string, err error) error {
@@ -278,18 +307,17 @@ func (h *history) NextPage(context.Context) (*recon.SourcePage, error) {
 	if err := h.ctx.Err(); err != nil {
 		return nil, h.fail("source", err)
 	}
-	var p *source.Page
-	var err error
+	var f fetched
 	if h.ahead != nil {
-		f := <-h.ahead
+		f = <-h.ahead
 		h.ahead = nil
-		p, err = f.p, f.err
 	} else {
-		p, err = h.p.Source.Fetch(h.ctx, h.after, h.digest, h.expect, h.lim.page)
+		f = h.fetchPage(h.after, h.digest, h.expect)
 	}
-	if err != nil {
-		return nil, h.fail(fmt.Sprintf("source page after seq %d", h.after), err)
+	if f.err != nil {
+		return nil, h.fail(fmt.Sprintf("source page after seq %d", h.after), f.err)
 	}
+	p, out := f.p, f.page
 	h.pages++
 	if h.first < 0 {
 		// Every later page must carry the descriptor of the first: the read
@@ -307,23 +335,6 @@ func (h *history) NextPage(context.Context) (*recon.SourcePage, error) {
 	if len(h.want) > 0 && h.want[0] <= p.ThroughSeq {
 		h.end.Chain, h.want = chainPoints(p, h.count, h.want, h.end.Chain)
 	}
-	out := &recon.SourcePage{Through: p.ThroughSeq}
-	for i := range p.Events {
-		ev, err := wire.Decode(p.Events[i].Wire)
-		if err != nil { // the client decoded it already: unreachable unless the client changed
-			return nil, h.fail("source", fmt.Errorf("decode event %d of the page after seq %d: %w", i, h.after, err))
-		}
-		switch {
-		case ev.Trade != nil:
-			out.Trades = append(out.Trades, *ev.Trade)
-		case ev.Order != nil:
-			out.Orders = append(out.Orders, *ev.Order)
-		case ev.Opening != nil:
-			out.Openings = append(out.Openings, *ev.Opening)
-		default:
-			return nil, h.fail("source", fmt.Errorf("event %d of the page after seq %d has no payload", i, h.after))
-		}
-	}
 	h.count += int64(len(p.Events))
 	h.after, h.digest = p.ThroughSeq, p.DigestThrough
 	if p.Idle || p.ThroughSeq >= p.BoundarySeq || p.ThroughSeq >= h.first {
@@ -336,8 +347,7 @@ func (h *history) NextPage(context.Context) (*recon.SourcePage, error) {
 	// The next page follows this one's verified end: fetch it now.
 	h.ahead = make(chan fetched, 1)
 	go func(ch chan<- fetched, after int64, digest, expect string) {
-		p, err := h.p.Source.Fetch(h.ctx, after, digest, expect, h.lim.page)
-		ch <- fetched{p, err}
+		ch <- h.fetchPage(after, digest, expect)
 	}(h.ahead, h.after, h.digest, h.expect)
 	return out, nil
 }
