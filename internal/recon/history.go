@@ -56,10 +56,14 @@ type History interface {
 	// RowsThrough returns the SQL rows with a consensus seq <= through not
 	// returned yet, each table in (seq, identity) order.
 	RowsThrough(ctx context.Context, through int64) (HistoryRows, error)
-	// TradesByID, OrderEventsByKey and OrdersByID return the rows with a
-	// consensus seq of the given identities, whatever their seq.
+	// TradesByID and OrderEventsByKey return the rows of the given
+	// identities that RowsThrough has not returned yet (re-sequenced ahead
+	// of the stream): nothing once the table's stream is exhausted, so a
+	// scope whose backlog SQL simply lacks costs no lookup.
 	TradesByID(ctx context.Context, ids []string) ([]TradeRow, error)
 	OrderEventsByKey(ctx context.Context, ids []string, versions []int64) ([]OrderRow, error)
+	// OrdersByID returns the orders rows with a consensus seq of the given
+	// ids, whatever their seq.
 	OrdersByID(ctx context.Context, ids []string) ([]OrderRow, error)
 	// End is the source read's outcome once NextPage returned nil: every
 	// field of SourceSide but the event slices.
@@ -111,6 +115,7 @@ type snapshotHistory struct {
 	ti, oi, pi    int
 	rt, re, ro    []int // SQL rows with a seq, in (seq, identity, slice order)
 	rti, rei, roi int
+	through       int64 // the last RowsThrough
 }
 
 func newSnapshotHistory(s *Snapshot, pageSeqs int) *snapshotHistory {
@@ -263,6 +268,7 @@ func (h *snapshotHistory) NextPage(context.Context) (*SourcePage, error) {
 
 func (h *snapshotHistory) RowsThrough(_ context.Context, through int64) (HistoryRows, error) {
 	var out HistoryRows
+	h.through = max(h.through, through)
 	q := &h.s.SQL
 	for ; h.rti < len(h.rt) && int64(q.Trades[h.rt[h.rti]].Seq) <= through; h.rti++ {
 		out.Trades = append(out.Trades, q.Trades[h.rt[h.rti]])
@@ -280,7 +286,7 @@ func (h *snapshotHistory) TradesByID(_ context.Context, ids []string) ([]TradeRo
 	want := setOf(ids)
 	var out []TradeRow
 	for i := range h.s.SQL.Trades {
-		if r := &h.s.SQL.Trades[i]; r.Seq.Valid() && want[r.TradeID] {
+		if r := &h.s.SQL.Trades[i]; r.Seq.Valid() && int64(r.Seq) > h.through && want[r.TradeID] {
 			out = append(out, *r)
 		}
 	}
@@ -294,7 +300,7 @@ func (h *snapshotHistory) OrderEventsByKey(_ context.Context, ids []string, vers
 	}
 	var out []OrderRow
 	for i := range h.s.SQL.OrderEvents {
-		if r := &h.s.SQL.OrderEvents[i]; r.Seq.Valid() && want[orderKey{r.OrderID, r.Version}] {
+		if r := &h.s.SQL.OrderEvents[i]; r.Seq.Valid() && int64(r.Seq) > h.through && want[orderKey{r.OrderID, r.Version}] {
 			out = append(out, *r)
 		}
 	}

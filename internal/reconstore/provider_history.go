@@ -68,9 +68,10 @@ const (
 
 	currentOrdersSQL = `SELECT order_id, version FROM orders WHERE scope = $1`
 
-	tradesByIDSQL       = `SELECT ` + histTradeCols + ` FROM trades WHERE scope = $1 AND trade_id = ANY($2) AND seq IS NOT NULL ORDER BY trade_id`
+	// Rows re-sequenced ahead of the stream: past the last seq it returned ($3).
+	tradesByIDSQL       = `SELECT ` + histTradeCols + ` FROM trades WHERE scope = $1 AND trade_id = ANY($2) AND seq > $3 ORDER BY trade_id`
 	orderEventsByKeySQL = `SELECT ` + histOrderCols + ` FROM order_events
- WHERE scope = $1 AND (order_id, version) IN (SELECT * FROM unnest($2::text[], $3::bigint[])) AND seq IS NOT NULL ORDER BY order_id, version`
+ WHERE scope = $1 AND (order_id, version) IN (SELECT * FROM unnest($2::text[], $3::bigint[])) AND seq > $4 ORDER BY order_id, version`
 	ordersByIDSQL = `SELECT ` + histOrderCols + ` FROM orders WHERE scope = $1 AND order_id = ANY($2) AND seq IS NOT NULL ORDER BY order_id`
 )
 
@@ -171,6 +172,7 @@ type history struct {
 
 	trades         seqStream[recon.TradeRow]
 	events, orders seqStream[recon.OrderRow]
+	through        int64 // the last seq RowsThrough returned rows through
 
 	// the source read
 	after          int64
@@ -356,6 +358,7 @@ func (h *history) End() recon.SourceSide { return h.end }
 
 func (h *history) RowsThrough(_ context.Context, through int64) (recon.HistoryRows, error) {
 	var out recon.HistoryRows
+	h.through = max(h.through, through)
 	var err error
 	if out.Trades, err = h.trades.through(h.ctx, h.tx, through); err != nil {
 		return out, h.fail("trades", err)
@@ -370,7 +373,10 @@ func (h *history) RowsThrough(_ context.Context, through int64) (recon.HistoryRo
 }
 
 func (h *history) TradesByID(_ context.Context, ids []string) ([]recon.TradeRow, error) {
-	rows, err := queryRows(h.ctx, h.tx, scanTrade, tradesByIDSQL, h.scope, ids)
+	if h.trades.exhausted() {
+		return nil, nil
+	}
+	rows, err := queryRows(h.ctx, h.tx, scanTrade, tradesByIDSQL, h.scope, ids, h.through)
 	if err != nil {
 		return nil, h.fail("trades by id", err)
 	}
@@ -378,7 +384,10 @@ func (h *history) TradesByID(_ context.Context, ids []string) ([]recon.TradeRow,
 }
 
 func (h *history) OrderEventsByKey(_ context.Context, ids []string, versions []int64) ([]recon.OrderRow, error) {
-	rows, err := queryRows(h.ctx, h.tx, scanOrder, orderEventsByKeySQL, h.scope, ids, versions)
+	if h.events.exhausted() {
+		return nil, nil
+	}
+	rows, err := queryRows(h.ctx, h.tx, scanOrder, orderEventsByKeySQL, h.scope, ids, versions, h.through)
 	if err != nil {
 		return nil, h.fail("order versions by key", err)
 	}
@@ -402,6 +411,9 @@ type seqStream[T any] struct {
 	buf   []T
 	done  bool
 }
+
+// exhausted: every row was returned (nothing is left ahead of the stream).
+func (s *seqStream[T]) exhausted() bool { return s.done && len(s.buf) == 0 }
 
 // through returns the rows with seq <= through not returned yet.
 func (s *seqStream[T]) through(ctx context.Context, tx pgx.Tx, through int64) ([]T, error) {
