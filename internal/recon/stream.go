@@ -71,6 +71,11 @@ type engine struct {
 	wantOrder []string
 
 	pos *positions
+
+	// the page's rows by identity, reused from page to page
+	pageT map[string]*TradeRow
+	pageE map[orderKey]*OrderRow
+	pageC map[string]*OrderRow
 }
 
 // groupState: whether the source verifies a row of a trade_seq group (its
@@ -90,7 +95,8 @@ func newEngine(ctx context.Context, s *Snapshot, h History) (*engine, error) {
 	e := &engine{ctx: ctx, h: h, s: *s,
 		pendT: map[string]*TradeRow{}, aheadT: map[string]bool{}, dupID: map[string]bool{}, seenID: map[string]*TradeRow{},
 		group: map[string]*groupState{}, pendE: map[orderKey]*OrderRow{}, aheadE: map[orderKey]bool{},
-		pendC: map[string]*OrderRow{}, aheadC: map[string]bool{}, diffC: map[string]*curDiff{}, wantC: map[string]*wire.Order{}}
+		pendC: map[string]*OrderRow{}, aheadC: map[string]bool{}, diffC: map[string]*curDiff{}, wantC: map[string]*wire.Order{},
+		pageT: map[string]*TradeRow{}, pageE: map[orderKey]*OrderRow{}, pageC: map[string]*OrderRow{}}
 	e.s.Source.Trades, e.s.Source.Orders, e.s.Source.Openings = nil, nil, nil
 	e.d = newDetector(&e.s)
 	e.d.b = unknownBoundary
@@ -205,7 +211,10 @@ func (e *engine) page(p *SourcePage) error {
 	if err != nil {
 		return e.histErr("rows", err)
 	}
-	pageT := make(map[string]*TradeRow, len(rows.Trades))
+	pageT, pageE, pageC := e.pageT, e.pageE, e.pageC
+	clear(pageT)
+	clear(pageE)
+	clear(pageC)
 	for i := range rows.Trades {
 		r := &rows.Trades[i]
 		if e.aheadT[r.TradeID] {
@@ -217,7 +226,6 @@ func (e *engine) page(p *SourcePage) error {
 		}
 		pageT[r.TradeID] = r
 	}
-	pageE := make(map[orderKey]*OrderRow, len(rows.OrderEvents))
 	for i := range rows.OrderEvents {
 		r := &rows.OrderEvents[i]
 		k := orderKey{r.OrderID, r.Version}
@@ -229,7 +237,6 @@ func (e *engine) page(p *SourcePage) error {
 			pageE[k] = r
 		}
 	}
-	pageC := make(map[string]*OrderRow, len(rows.Orders))
 	for i := range rows.Orders {
 		r := &rows.Orders[i]
 		if e.aheadC[r.OrderID] {
@@ -249,15 +256,19 @@ func (e *engine) page(p *SourcePage) error {
 	if err != nil {
 		return err
 	}
-	// What no event of this page claimed waits for a later one.
+	// What no event of this page claimed waits for a later one: a copy, so
+	// a waiting row never keeps its page's rows alive.
 	for id, r := range pageT {
-		e.pendT[id] = r
+		cp := *r
+		e.pendT[id] = &cp
 	}
 	for k, r := range pageE {
-		e.pendE[k] = r
+		cp := *r
+		e.pendE[k] = &cp
 	}
 	for id, r := range pageC {
-		e.pendC[id] = r
+		cp := *r
+		e.pendC[id] = &cp
 	}
 
 	for i := range p.Openings {
