@@ -50,9 +50,9 @@ const (
   FROM order_events WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, order_id, version`
 	ordersStreamSQL = `DECLARE recon_orders NO SCROLL CURSOR FOR SELECT ` + histOrderCols + `
   FROM orders WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, order_id`
-	fetchTradesSQL      = `FETCH FORWARD 8192 FROM recon_trades`
-	fetchOrderEventsSQL = `FETCH FORWARD 8192 FROM recon_order_events`
-	fetchOrdersSQL      = `FETCH FORWARD 8192 FROM recon_orders`
+	fetchTradesSQL      = `FETCH FORWARD 4096 FROM recon_trades`
+	fetchOrderEventsSQL = `FETCH FORWARD 4096 FROM recon_order_events`
+	fetchOrdersSQL      = `FETCH FORWARD 4096 FROM recon_orders`
 
 	// Rows without a consensus seq, at most $2 of them.
 	legacyTradesSQL = `SELECT ` + histTradeCols + ` FROM trades WHERE scope = $1 AND seq IS NULL ORDER BY trade_id LIMIT $2`
@@ -428,11 +428,10 @@ func (s *seqStream[T]) through(ctx context.Context, tx pgx.Tx, through int64) ([
 		s.buf = append(s.buf, batch...)
 	}
 	n := sort.Search(len(s.buf), func(i int) bool { return int64(s.seq(&s.buf[i])) > through })
-	// The rows returned keep their array; the rest start a new window on
-	// it, and later FETCHes append past its end, never over the rows
-	// returned.
-	out := s.buf[:n:n]
-	s.buf = s.buf[n:]
+	// A copy: the buffer's array is reused for the next FETCHes, and the
+	// rows returned must not keep a batch ahead alive.
+	out := append([]T(nil), s.buf[:n]...)
+	s.buf = append(s.buf[:0], s.buf[n:]...)
 	return out, nil
 }
 
