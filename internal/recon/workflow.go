@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -114,7 +115,8 @@ type HistoryProvider interface {
 }
 
 // scopeRead is one read of a scope, ready to detect: streamed (history set,
-// release ends the provider's read) or materialised.
+// release ends the provider's read; calling it again is a no-op) or
+// materialised.
 type scopeRead struct {
 	snap    *Snapshot
 	history History
@@ -136,6 +138,7 @@ func (w *Workflow) open(ctx context.Context, scope string) (*scopeRead, error) {
 	if err != nil {
 		return nil, err
 	}
+	release = sync.OnceFunc(release)
 	if s == nil || h == nil || s.Scope != scope {
 		if release != nil {
 			release()
@@ -233,6 +236,7 @@ func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRunResult, err
 		return end(ResultInternal, err, "analyzing")
 	}
 	report, err := rd.detect(ctx)
+	rd.release() // the read's transaction is not held while the run is recorded
 	if err != nil {
 		return end(detectCode(err), err, "detect")
 	}
