@@ -252,7 +252,7 @@ func (e *engine) page(p *SourcePage) error {
 	if err != nil {
 		return err
 	}
-	pairE, pairC, err := e.pairOrders(p, pageE, pageC)
+	pairE, pairC, curs, err := e.pairOrders(p, pageE, pageC)
 	if err != nil {
 		return err
 	}
@@ -279,7 +279,7 @@ func (e *engine) page(p *SourcePage) error {
 		e.trade(&p.Trades[i], pairT[i])
 	}
 	for i := range p.Orders {
-		e.order(&p.Orders[i], pairE[i], pairC[i])
+		e.order(&p.Orders[i], pairE[i], pairC[i], curs[i])
 	}
 	e.pos.flush()
 	return nil
@@ -293,7 +293,10 @@ func (e *engine) countEvent(seq int64) {
 }
 
 // pairTrades finds each source trade's row: waiting from an earlier page,
-// on this page, or (re-sequenced later) further in the stream.
+// on this page, or (re-sequenced later) further in the stream. A verified
+// source never repeats a trade id; if one did, its later events would find
+// no row (the first took it) and be checked as unretained, where the
+// materialised detection compared only the first.
 func (e *engine) pairTrades(p *SourcePage, page map[string]*TradeRow) ([]*TradeRow, error) {
 	pairs := make([]*TradeRow, len(p.Trades))
 	var look []string

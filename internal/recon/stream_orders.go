@@ -38,6 +38,11 @@ type orderIndex struct {
 	hashes   []uint64
 	versions []int64
 	built    bool
+	// starts[b] is the first slot whose hash's top 16 bits are >= b: a
+	// lookup searches only its bucket (a few dozen adjacent slots at 1.5M
+	// orders) instead of the whole index (21 cache misses, a third of
+	// detection's time on order events).
+	starts []uint32
 }
 
 const ambiguousVersion = -1 << 63
@@ -76,6 +81,14 @@ func (x *orderIndex) build() {
 		n++
 	}
 	x.hashes, x.versions, x.built = x.hashes[:n], x.versions[:n], true
+	x.starts = make([]uint32, 1<<16+1)
+	i := 0
+	for b := range x.starts {
+		for i < n && x.hashes[i]>>48 < uint64(b) {
+			i++
+		}
+		x.starts[b] = uint32(i)
+	}
 }
 
 // byHash sorts the index's two slices together by hash.
@@ -95,10 +108,12 @@ func (x *orderIndex) version(id string) (v int64, ok, ambiguous bool) {
 		return 0, false, false
 	}
 	h := x.hash(id)
-	i, found := slices.BinarySearch(x.hashes, h)
+	lo, hi := int(x.starts[h>>48]), int(x.starts[h>>48+1])
+	j, found := slices.BinarySearch(x.hashes[lo:hi], h)
 	if !found {
 		return 0, false, false
 	}
+	i := lo + j
 	if x.versions[i] == ambiguousVersion {
 		return 0, true, true
 	}
@@ -107,9 +122,10 @@ func (x *orderIndex) version(id string) (v int64, ok, ambiguous bool) {
 
 // pairOrders finds each source order version's order_events row and, when
 // it is the version of the order's current row, that row.
-func (e *engine) pairOrders(p *SourcePage, pageE map[orderKey]*OrderRow, pageC map[string]*OrderRow) ([]*OrderRow, []*OrderRow, error) {
+func (e *engine) pairOrders(p *SourcePage, pageE map[orderKey]*OrderRow, pageC map[string]*OrderRow) ([]*OrderRow, []*OrderRow, []curVersion, error) {
 	pairE := make([]*OrderRow, len(p.Orders))
 	pairC := make([]*OrderRow, len(p.Orders))
+	curs := make([]curVersion, len(p.Orders))
 	var lookIDs []string
 	var lookVersions []int64
 	lookE := map[orderKey]int{}
@@ -129,6 +145,7 @@ func (e *engine) pairOrders(p *SourcePage, pageE map[orderKey]*OrderRow, pageC m
 			lookIDs, lookVersions = append(lookIDs, o.OrderID), append(lookVersions, o.Version)
 		}
 		cv, has, ambiguous := e.cur.version(o.OrderID)
+		curs[i] = curVersion{cv, has, ambiguous}
 		if !has || (!ambiguous && cv != o.Version) {
 			continue
 		}
@@ -145,7 +162,7 @@ func (e *engine) pairOrders(p *SourcePage, pageE map[orderKey]*OrderRow, pageC m
 	if len(lookIDs) > 0 {
 		ahead, err := e.h.OrderEventsByKey(e.ctx, lookIDs, lookVersions)
 		if err != nil {
-			return nil, nil, e.histErr("order versions by key", err)
+			return nil, nil, nil, e.histErr("order versions by key", err)
 		}
 		for j := range ahead {
 			r := &ahead[j]
@@ -159,7 +176,7 @@ func (e *engine) pairOrders(p *SourcePage, pageE map[orderKey]*OrderRow, pageC m
 	if len(lookC) > 0 {
 		ahead, err := e.h.OrdersByID(e.ctx, lookC)
 		if err != nil {
-			return nil, nil, e.histErr("orders by id", err)
+			return nil, nil, nil, e.histErr("orders by id", err)
 		}
 		for j := range ahead {
 			r := &ahead[j]
@@ -170,12 +187,18 @@ func (e *engine) pairOrders(p *SourcePage, pageE map[orderKey]*OrderRow, pageC m
 			}
 		}
 	}
-	return pairE, pairC, nil
+	return pairE, pairC, curs, nil
+}
+
+// curVersion is the order index's answer for one source order event.
+type curVersion struct {
+	v              int64
+	has, ambiguous bool
 }
 
 // order checks one source order version with its order_events row (r) and,
 // when it is the current row's version, the current row (c).
-func (e *engine) order(o *wire.Order, r, c *OrderRow) {
+func (e *engine) order(o *wire.Order, r, c *OrderRow, cur curVersion) {
 	d := e.d
 	d.cur = checkOrdersDecl
 	e.countEvent(o.Seq)
@@ -196,8 +219,7 @@ func (e *engine) order(o *wire.Order, r, c *OrderRow) {
 	// already retained as an order event. Only a version past the current
 	// row's, or of an order without a row, is kept: it is drift.
 	if o.Seq <= d.v || retained {
-		cv, has, ambiguous := e.cur.version(o.OrderID)
-		if !has || ambiguous || o.Version > cv {
+		if !cur.has || cur.ambiguous || o.Version > cur.v {
 			if w := e.wantC[o.OrderID]; w == nil {
 				cp := *o
 				e.wantC[o.OrderID] = &cp

@@ -177,7 +177,7 @@ func (p *positions) tradeFills(seq, tradeSeq int64, buy, sell, instrument string
 // flush folds the page's inputs in (seq, opening first, tradeSeq, leg)
 // order: position.Sort's order, stable.
 func (p *positions) flush() {
-	sort.SliceStable(p.page, func(i, j int) bool {
+	less := func(i, j int) bool {
 		a, b := &p.page[i], &p.page[j]
 		switch {
 		case a.f.seq != b.f.seq:
@@ -188,7 +188,12 @@ func (p *positions) flush() {
 			return a.f.tradeSeq < b.f.tradeSeq
 		}
 		return a.f.leg < b.f.leg
-	})
+	}
+	// A page's legs come in that order but for its openings: sort only
+	// when they do not.
+	if !sort.SliceIsSorted(p.page, less) {
+		sort.SliceStable(p.page, less)
+	}
 	for i := range p.page {
 		in := &p.page[i]
 		ks := p.get(in.k)

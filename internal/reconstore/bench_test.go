@@ -144,24 +144,17 @@ func heapObjects() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// BenchmarkDetect_CleanScope: the provider and Detect over a clean scope of
-// N and 4N events (PROJECTION_BENCH_EVENTS = 4N). Goals: t(4N)/t(N) <= 4.4
-// (linear), peak heap of the read + detection <= 1 GiB at 1M events.
+// BenchmarkDetect_CleanScope: the streamed detection (Provider.Open and
+// DetectHistory, as the workflow runs it) over a clean scope of N and 4N
+// events (PROJECTION_BENCH_EVENTS = 4N). Goals (make bench's table), at 4N
+// = 4,000,000 events: peak heap <= 256 MiB, >= 80,000 events/s, t(4N)/t(N)
+// <= 4.4.
 //
-// Measured (2 shared cores, PROJECTION_BENCH_EVENTS=1000000, 277,577 and
-// 1,108,325 events), the member in a child process since branch recon-mem:
-// before recon-mem (member in-process) 48,463 / 57,788 events/s, peak 799 /
-// 1,680 MiB; member moved out only: 74,064 / 74,905 events/s, t(4N)/t(N)
-// 3.95, peak 266 / 1,167 MiB; with exact preallocation, shared ids, the
-// checkOrders flag slice and fill references: 85,415 / 82,356 events/s,
-// t(4N)/t(N) 4.14 (4.96 in a run sharing the cores), peak 268 / 1,045 MiB.
-// The live snapshot at 4N is ~455 MB (order rows of both sides ~330 MB);
-// the peak is ~2.3x it (GOGC pacing during the read, whose live heap is the
-// snapshot so far plus the intern tables and the page in flight).
-// Branch recon-mem2 (row seqs as values, the id intern table sized once,
-// 8-byte position fills), quiet run: 86,584 / 83,691 events/s, t(4N)/t(N)
-// 4.13, peak 244 / 966 MiB: both goals met. (A run sharing the 2 cores with
-// another suite, load 2.4: 81,591 / 41,768 events/s, ratio 7.8, peak 976.)
+// Materialised (the snapshot held whole), quiet run at 277,577 and
+// 1,108,325 events: 86,584 / 83,691 events/s, peak 244 / 966 MiB.
+// Streamed, PROJECTION_BENCH_EVENTS=4000000 (1,108,325 and 4,433,943
+// events), load 3-7 on 2 shared cores: 73,244 / 79,562 events/s, peak 78 /
+// 130 MiB, t(4N)/t(N) 3.68 (docs/performance.md has the later figures).
 func BenchmarkDetect_CleanScope(b *testing.B) {
 	n4 := benchEvents()
 	small, large := cleanWorld(b, n4/4), cleanWorld(b, n4)
