@@ -26,6 +26,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+
+	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 // The differential test: the report and plan of every seeded world, byte
@@ -55,6 +57,35 @@ func differentialWorlds() []world {
 		ws = append(ws, world{fmt.Sprintf("seeded-%02d", seed), func() *Snapshot { return seededWorld(seed) }})
 	}
 	ws = append(ws, world{"clean-200", func() *Snapshot { return fixture(200) }})
+	// Openings against bases and trades: the fold at a basis that precedes
+	// the key's opening starts flat; two openings, or a trade before the
+	// opening, leave the key without a proven opening.
+	ws = append(ws,
+		world{"opening-after-basis", func() *Snapshot {
+			s := fixture(fxCmds)
+			s.basisOf(fxAccount(1), "ETH-USD").BasisSeq = 1
+			return s
+		}},
+		world{"opening-after-basis-below-cursor", func() *Snapshot {
+			s := fixture(fxCmds)
+			s.basisOf(fxAccount(0), "BTC-USD").BasisSeq = 0
+			s.SQL.Cursor.VerifiedThroughSeq = 9
+			return s
+		}},
+		world{"two-openings", func() *Snapshot {
+			s := fixture(fxCmds)
+			s.Source.Openings = append(s.Source.Openings, wire.Opening{Seq: 12, Account: fxAccount(0), Instrument: "BTC-USD", Quantity: d("3"), AvgCost: d("99")},
+				wire.Opening{Seq: 13, Account: fxAccount(0), Instrument: "BTC-USD", Quantity: d("4"), AvgCost: d("98")})
+			s.Source.EventCount += 2
+			return s
+		}},
+		world{"opening-after-trades", func() *Snapshot {
+			s := fixture(fxCmds)
+			s.Source.Openings = append(s.Source.Openings, wire.Opening{Seq: 11, Account: fxAccount(2), Instrument: "BTC-USD", Quantity: d("5"), AvgCost: d("101")})
+			s.Source.EventCount++
+			s.pos(fxAccount(2), "BTC-USD").OpeningQuantity = d("5")
+			return s
+		}})
 	return ws
 }
 
