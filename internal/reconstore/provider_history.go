@@ -50,6 +50,7 @@ const (
   FROM order_events WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, order_id, version`
 	ordersStreamSQL = `DECLARE recon_orders NO SCROLL CURSOR FOR SELECT ` + histOrderCols + `
   FROM orders WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, order_id`
+	fetchBatch          = 4096 // rows a FETCH returns (the statements below)
 	fetchTradesSQL      = `FETCH FORWARD 4096 FROM recon_trades`
 	fetchOrderEventsSQL = `FETCH FORWARD 4096 FROM recon_order_events`
 	fetchOrdersSQL      = `FETCH FORWARD 4096 FROM recon_orders`
@@ -104,9 +105,12 @@ func (p *Provider) Open(ctx context.Context, scope string) (*recon.Snapshot, rec
 	}
 	h.tx = tx
 	release := func() {
+		// A fill still running (detection stopped mid-stream) ends with the
+		// read's context; the transaction is ended after it, never beside it.
+		cancel()
+		_ = h.waitFill()
 		// Nothing to commit: ending a read-only transaction either way is the same.
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		cancel()
 		logr.FromContextOrDiscard(ctx).V(1).Info("reconciliation history", "scope", scope, "boundary", h.end.Boundary,
 			"sourceEvents", h.count, "pages", h.pages, "trades", h.counts.Trades, "orderEvents", h.counts.OrderEvents,
 			"took", time.Since(h.start).String())
@@ -173,6 +177,11 @@ type history struct {
 	trades         seqStream[recon.TradeRow]
 	events, orders seqStream[recon.OrderRow]
 	through        int64 // the last seq RowsThrough returned rows through
+	// filling carries the outcome of the cursors' next batches, FETCHed
+	// while detection checks the page RowsThrough returned (nil: no fill
+	// running). The transaction runs one statement at a time, so every
+	// other use of it waits for the fill first (waitFill).
+	filling chan error
 
 	// the source read
 	after          int64
@@ -229,9 +238,47 @@ func (h *history) fail(what string, err error) error {
 
 func (h *history) Counts(context.Context) (recon.HistoryCounts, error) { return h.counts, nil }
 
+// waitFill waits for a running fill and returns its error.
+func (h *history) waitFill() error {
+	if h.filling == nil {
+		return nil
+	}
+	err := <-h.filling
+	h.filling = nil
+	return err
+}
+
+// startFill FETCHes, in the background, the next batch of every cursor
+// holding less than a batch ahead: PostgreSQL reads and sends the next
+// page's rows while detection checks this one. Never more: a fill per page
+// regardless would outrun what pages consume and buffer the whole table.
+func (h *history) startFill() {
+	tr, ev, or := h.trades.low(), h.events.low(), h.orders.low()
+	if !tr && !ev && !or {
+		return
+	}
+	h.filling = make(chan error, 1)
+	go func(ch chan<- error) {
+		var err error
+		if tr {
+			err = h.trades.more(h.ctx, h.tx)
+		}
+		if ev && err == nil {
+			err = h.events.more(h.ctx, h.tx)
+		}
+		if or && err == nil {
+			err = h.orders.more(h.ctx, h.tx)
+		}
+		ch <- err
+	}(h.filling)
+}
+
 func (h *history) Legacy(context.Context) (recon.LegacyRows, error) {
 	var l recon.LegacyRows
-	var err error
+	err := h.waitFill()
+	if err != nil {
+		return l, h.fail("rows", err)
+	}
 	max := recon.MaxPendingRows + 1
 	if l.Trades, err = queryRows(h.ctx, h.tx, scanTrade, legacyTradesSQL, h.scope, max); err != nil {
 		return l, h.fail("legacy trades", err)
@@ -246,6 +293,9 @@ func (h *history) Legacy(context.Context) (recon.LegacyRows, error) {
 }
 
 func (h *history) Duplicates(context.Context) ([]string, [][]recon.TradeRow, error) {
+	if err := h.waitFill(); err != nil {
+		return nil, nil, h.fail("rows", err)
+	}
 	max := recon.MaxPendingRows + 1
 	ids, err := queryRows(h.ctx, h.tx, func(r pgx.Rows) (string, error) {
 		var id string
@@ -279,6 +329,9 @@ func (h *history) Duplicates(context.Context) ([]string, [][]recon.TradeRow, err
 }
 
 func (h *history) CurrentOrders(_ context.Context, fn func(string, int64)) error {
+	if err := h.waitFill(); err != nil {
+		return h.fail("rows", err)
+	}
 	rows, err := h.tx.Query(h.ctx, currentOrdersSQL, h.scope)
 	if err != nil {
 		return h.fail("current orders", err)
@@ -359,6 +412,9 @@ func (h *history) End() recon.SourceSide { return h.end }
 func (h *history) RowsThrough(_ context.Context, through int64) (recon.HistoryRows, error) {
 	var out recon.HistoryRows
 	h.through = max(h.through, through)
+	if err := h.waitFill(); err != nil {
+		return out, h.fail("rows", err)
+	}
 	var err error
 	if out.Trades, err = h.trades.through(h.ctx, h.tx, through); err != nil {
 		return out, h.fail("trades", err)
@@ -369,10 +425,14 @@ func (h *history) RowsThrough(_ context.Context, through int64) (recon.HistoryRo
 	if out.Orders, err = h.orders.through(h.ctx, h.tx, through); err != nil {
 		return out, h.fail("orders", err)
 	}
+	h.startFill()
 	return out, nil
 }
 
 func (h *history) TradesByID(_ context.Context, ids []string) ([]recon.TradeRow, error) {
+	if err := h.waitFill(); err != nil {
+		return nil, h.fail("rows", err)
+	}
 	if h.trades.exhausted() {
 		return nil, nil
 	}
@@ -384,6 +444,9 @@ func (h *history) TradesByID(_ context.Context, ids []string) ([]recon.TradeRow,
 }
 
 func (h *history) OrderEventsByKey(_ context.Context, ids []string, versions []int64) ([]recon.OrderRow, error) {
+	if err := h.waitFill(); err != nil {
+		return nil, h.fail("rows", err)
+	}
 	if h.events.exhausted() {
 		return nil, nil
 	}
@@ -395,6 +458,9 @@ func (h *history) OrderEventsByKey(_ context.Context, ids []string, versions []i
 }
 
 func (h *history) OrdersByID(_ context.Context, ids []string) ([]recon.OrderRow, error) {
+	if err := h.waitFill(); err != nil {
+		return nil, h.fail("rows", err)
+	}
 	rows, err := queryRows(h.ctx, h.tx, scanOrder, ordersByIDSQL, h.scope, ids)
 	if err != nil {
 		return nil, h.fail("orders by id", err)
@@ -415,17 +481,31 @@ type seqStream[T any] struct {
 // exhausted: every row was returned (nothing is left ahead of the stream).
 func (s *seqStream[T]) exhausted() bool { return s.done && len(s.buf) == 0 }
 
+// low: the cursor is not exhausted and holds less than a batch ahead.
+func (s *seqStream[T]) low() bool { return !s.done && len(s.buf) < fetchBatch }
+
+// more FETCHes the cursor's next batch into buf.
+func (s *seqStream[T]) more(ctx context.Context, tx pgx.Tx) error {
+	if s.done {
+		return nil
+	}
+	batch, err := queryRows(ctx, tx, s.scan, s.fetch)
+	if err != nil {
+		return err
+	}
+	if len(batch) == 0 {
+		s.done = true
+	}
+	s.buf = append(s.buf, batch...)
+	return nil
+}
+
 // through returns the rows with seq <= through not returned yet.
 func (s *seqStream[T]) through(ctx context.Context, tx pgx.Tx, through int64) ([]T, error) {
 	for !s.done && (len(s.buf) == 0 || int64(s.seq(&s.buf[len(s.buf)-1])) <= through) {
-		batch, err := queryRows(ctx, tx, s.scan, s.fetch)
-		if err != nil {
+		if err := s.more(ctx, tx); err != nil {
 			return nil, err
 		}
-		if len(batch) == 0 {
-			s.done = true
-		}
-		s.buf = append(s.buf, batch...)
 	}
 	n := sort.Search(len(s.buf), func(i int) bool { return int64(s.seq(&s.buf[i])) > through })
 	// A copy: the buffer's array is reused for the next FETCHes, and the
