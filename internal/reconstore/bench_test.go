@@ -153,9 +153,10 @@ func heapObjects() uint64 {
 // Materialised (the snapshot held whole), quiet run at 277,577 and
 // 1,108,325 events: 86,584 / 83,691 events/s, peak 244 / 966 MiB.
 // Streamed, PROJECTION_BENCH_EVENTS=4000000 (1,108,325 and 4,433,943
-// events), four runs on 2 shared cores (load 1 to 7): 48,355-73,244 /
-// 57,437-79,562 events/s (N / 4N), peak 78-84 / 130-159 MiB, t(4N)/t(N)
-// 3.09-3.68 (docs/performance.md, run by run).
+// events), 2 shared cores: with the next source page and the cursors' next
+// batch fetched while a page is checked (load ~2), 124,459 / 162,475
+// events/s (N / 4N), peak 87 / 147 MiB, t(4N)/t(N) 3.07: every goal met.
+// Earlier runs, run by run, in docs/performance.md.
 func BenchmarkDetect_CleanScope(b *testing.B) {
 	n4 := benchEvents()
 	small, large := cleanWorld(b, n4/4), cleanWorld(b, n4)
