@@ -134,8 +134,11 @@ func ratio(benchA, unitA, benchB, unitB string) func(results) (sample, bool) {
 func atLeast(g float64) func(float64) bool { return func(v float64) bool { return v >= g } }
 func atMost(g float64) func(float64) bool  { return func(v float64) bool { return v <= g } }
 
-// figures are the goals of issue 12 (catch-up speed and scale) and issue 14
-// (live writes during a catch-up), in the issues' order.
+// figures are the goals of issue 12 (catch-up speed and scale), issue 14
+// (live writes during a catch-up) and item 3 of "Repairs an exchange can
+// approve" (detection fits in memory and time: "repairs-3"), in the
+// issues' order. Detection's goals hold at 4N = 4,000,000 events
+// (PROJECTION_BENCH_EVENTS=4000000); a smaller run reports its own 4N.
 var figures = []figure{
 	{"12", "store catch-up from genesis: t(fastest of 3 COPYs of the rows written) / t(catch-up)", metric("BenchmarkCatchUpFromGenesis", "ratio_to_copy"), "≥ 0.8", atLeast(0.8)},
 	{"12", "the COPY reference: its slowest of 3 repeats / its fastest", metric("BenchmarkCatchUpFromGenesis", "copy_slowest/fastest"), "", nil},
@@ -183,6 +186,12 @@ var figures = []figure{
 	{"14", "live on the backlog's own keys: longest wait, ms (write slices)", metric("BenchmarkLiveDuringCatchUp/slices", "samekeys_max_ms"), "≤ 50", atMost(50)},
 	{"14", "live on the backlog's own keys: catch-up rate with them / without (write slices)", metric("BenchmarkLiveDuringCatchUp/slices", "rate_samekeys/quiet"), "≥ 0.9", atLeast(0.9)},
 	{"14", "live on the backlog's own keys: transactions per page (write slices)", metric("BenchmarkLiveDuringCatchUp/slices", "samekeys_tx/page"), "", nil},
+	{"repairs-3", "streamed detection of a clean scope: events at 4N", metric("BenchmarkDetect_CleanScope", "events(4N)"), "", nil},
+	{"repairs-3", "detection: peak heap at 4N, MiB", metric("BenchmarkDetect_CleanScope", "peak-heap-MiB(4N)"), "≤ 256 (at 4,000,000 events)", atMost(256)},
+	{"repairs-3", "detection: peak heap at N, MiB", metric("BenchmarkDetect_CleanScope", "peak-heap-MiB(N)"), "", nil},
+	{"repairs-3", "detection: events/s at 4N", metric("BenchmarkDetect_CleanScope", "events/s(4N)"), "≥ 80000", atLeast(80000)},
+	{"repairs-3", "detection: events/s at N", metric("BenchmarkDetect_CleanScope", "events/s(N)"), "", nil},
+	{"repairs-3", "detection t(4N)/t(N)", metric("BenchmarkDetect_CleanScope", "t(4N)/t(N)"), "≤ 4.4", atMost(4.4)},
 }
 
 // render writes the table as Markdown.

@@ -26,6 +26,7 @@ BenchmarkCatchUpFromGenesis-2   	       1	58000000000 ns/op	  0.41 ratio_to_copy
 BenchmarkReverifyFromGenesis-2  	       1	 1 ns/op	  27500 events/s	 9.7 t4N/tN
 BenchmarkLiveDuringCatchUp/slices-2         	       1	 1 ns/op	 6.7 p99_during/alone	 227 during_max_ms	 0.18 rate_live/quiet
 BenchmarkLiveDuringCatchUp/slices-50ms-2    	       1	 1 ns/op	 3.1 p99_during/alone
+BenchmarkDetect_CleanScope-2   	       1	7197413175 ns/op	    443802 events(4N)	    110482 events(N)	     79185 events/s(4N)	     69727 events/s(N)	        59.95 peak-heap-MiB(4N)	        47.21 peak-heap-MiB(N)	        67.45 peak-heap-process-MiB(4N)	         3.537 t(4N)/t(N)
 --- BENCH: BenchmarkThousandScopes-2
 PASS
 `
@@ -44,6 +45,9 @@ func TestTable(t *testing.T) {
 		{"cross-benchmark ratio", "| 12 | re-verification / bootstrap rate | 0.5 | ≥ 0.7 | no |"},
 		{"linear within goal", "| 12 | bootstrap t(4N)/t(N) | 4.1 | ≤ 4.4 | yes |"},
 		{"not run", "| 12 | end to end through the manager / store alone (same pages) | not measured | ≥ 0.7 | no |"},
+		{"detection heap within goal", "| repairs-3 | detection: peak heap at 4N, MiB | 59.95 | ≤ 256 (at 4,000,000 events) | yes |"},
+		{"detection rate under goal", "| repairs-3 | detection: events/s at 4N | 79185 | ≥ 80000 | no |"},
+		{"detection linear", "| repairs-3 | detection t(4N)/t(N) | 3.537 | ≤ 4.4 | yes |"},
 		{"sub-benchmark, not its sibling", "| 14 | live p99 during a catch-up / alone (write slices, default budget) | 6.7 | ≤ 2 | no |"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { hasRow(t, out, tc.row) })

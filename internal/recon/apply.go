@@ -177,15 +177,18 @@ func (w *Workflow) Apply(ctx context.Context, plan *Plan, opt ApplyOptions) (*Ou
 		}
 	}
 	// 8. snapshot_unavailable
-	snap, err := w.read(ctx, plan.Scope)
+	rd, err := w.open(ctx, plan.Scope)
 	if err != nil {
-		return r.refuse(ctx, plan.Actions, fail(ResultSnapshotUnavailable, err, "re-read scope %q", plan.Scope))
+		return r.refuse(ctx, plan.Actions, fail(readCode(ResultSnapshotUnavailable, err), err, "re-read scope %q", plan.Scope))
 	}
 	// 9. plan_stale: re-plan on the fresh read; every selected action must
 	// re-appear with the same target, before and after (clock fields aside).
-	fresh, err := replan(snap)
+	// The read ends before any handler runs (its transaction is not held
+	// across the writes).
+	fresh, err := rd.replan(ctx)
+	rd.release()
 	if err != nil {
-		return r.refuse(ctx, plan.Actions, fail(ResultInternal, err, "re-plan"))
+		return r.refuse(ctx, plan.Actions, fail(detectCode(err), err, "re-plan"))
 	}
 	for _, a := range selected {
 		if b := fresh.Action(a.ID); b == nil || b.Kind != a.Kind || !a.Target.equalExcept(b.Target, ClockFields) ||
@@ -229,12 +232,12 @@ func (w *Workflow) now() time.Time {
 	return w.Clock()
 }
 
-func replan(s *Snapshot) (*Plan, error) {
-	rep, err := Detect(s)
+func (r *scopeRead) replan(ctx context.Context) (*Plan, error) {
+	rep, err := r.detect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return PlanRepairs(rep, s)
+	return PlanRepairs(rep, r.snap)
 }
 
 type skippedAction struct {
@@ -427,14 +430,21 @@ func revertNewestFirst(ctx context.Context, r *applyRun, actions []Action) ([]Ac
 // verify re-reads and splits the findings the applied actions targeted into
 // Verified (gone) and StillDrifting (still reported).
 func (r *applyRun) verify(ctx context.Context) {
-	snap, err := r.w.read(ctx, r.out.Scope)
+	rd, err := r.w.open(ctx, r.out.Scope)
 	if err != nil {
 		r.w.Log.Error(err, "verification read failed", "plan", r.out.PlanID)
 		return
 	}
-	rep, err := Detect(snap)
+	rep, err := rd.detect(ctx)
+	rd.release()
 	if err != nil {
 		r.w.Log.Error(err, "verification detect failed", "plan", r.out.PlanID)
+		return
+	}
+	if rep.Unlisted > 0 {
+		// A finding absent from a truncated report may only be unlisted:
+		// calling it verified would claim a repair the read cannot show.
+		r.w.Log.Info("verification read is truncated: not verified", "plan", r.out.PlanID, "unlisted", rep.Unlisted)
 		return
 	}
 	ids := rep.FindingIDs()

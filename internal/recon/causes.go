@@ -130,9 +130,9 @@ type correlation struct {
 //
 // publisher_not_draining: the manager reports the NATS connection down, or
 // some row is overdue and no row was sent within staleAfter.
-func correlate(s *Snapshot) correlation {
+func correlate(s *Snapshot, counts HistoryCounts, decoded int64) correlation {
 	var c correlation
-	sqlHolds := len(s.SQL.Trades) > 0 || len(s.SQL.Orders) > 0 || len(s.SQL.OrderEvents) > 0 ||
+	sqlHolds := counts.Trades > 0 || counts.Orders > 0 || counts.OrderEvents > 0 ||
 		(s.SQL.Cursor != nil && s.SQL.Cursor.VerifiedThroughSeq > 0)
 	if !sqlHolds {
 		for i := range s.SQL.Positions {
@@ -143,14 +143,12 @@ func correlate(s *Snapshot) correlation {
 			}
 		}
 	}
-	c.sourceEmpty = s.Source.Empty() && sqlHolds
+	c.sourceEmpty = decoded == 0 && sqlHolds
 	c.sourceIncomplete = !s.Source.Complete
 	c.incompleteReason = s.Source.IncompleteReason
-	// A read that claims completeness but decoded another number of events
-	// than it counted through B is partial whatever its flag says.
-	if n := int64(len(s.Source.Trades) + len(s.Source.Orders) + len(s.Source.Openings)); s.Source.Complete && n != s.Source.EventCount {
+	if s.Source.Complete && decoded != s.Source.EventCount {
 		c.sourceIncomplete = true
-		c.incompleteReason = "decoded " + itoa(n) + " events, the read counts " + itoa(s.Source.EventCount) + " through B"
+		c.incompleteReason = "decoded " + itoa(decoded) + " events, the read counts " + itoa(s.Source.EventCount) + " through B"
 	}
 
 	stale := 0

@@ -17,8 +17,6 @@ limitations under the License.
 package recon
 
 import (
-	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/shopspring/decimal"
@@ -27,84 +25,10 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
-// keyInputs is what the source (and the unverifiable retained tail past B)
-// says one position key must be derived from.
+// keyInputs is what the source says of one position key's opening.
 type keyInputs struct {
-	fills    []fillRef
-	unsorted bool
 	opening  *wire.Opening // the key's source opening at seq <= B (the first)
 	conflict string        // why that opening cannot be proven ("" = it can)
-}
-
-// fillRef is one trade leg of a key by its position in the snapshot: the
-// index of its trade in Source.Trades, or in SQL.Trades when row is set (a
-// retained row past B, no source event), and the leg (0 buy, 1 sell). Every
-// leg of every trade of the scope has one, all alive until the keys are
-// checked, which is where the detection's heap peaks: 8 bytes instead of the
-// 40 of two pointers plus a copied sort key (~15 MB less live heap at 1M
-// events; position.Fill copies were 56 bytes plus a negated quantity per
-// sell leg). Order and fold are position.Less and position.Apply's, reading
-// the trade through the index (fillRef.of).
-type fillRef struct {
-	i   uint32
-	leg uint8
-	row bool
-}
-
-// maxFillIndex bounds the trade slices a fillRef can index; a snapshot past
-// it (hundreds of GB of trades) fails detection instead of aliasing legs.
-const maxFillIndex = 1<<32 - 1
-
-// fill is a fillRef resolved against the snapshot: position.Fill's fields.
-type fill struct {
-	seq, tradeSeq int64
-	leg           uint8
-	qty, price    decimal.Decimal
-}
-
-// of resolves f. A row fill's Seq is set: only rows with a consensus seq
-// become fills.
-func (f fillRef) of(s *Snapshot) fill {
-	if f.row {
-		r := &s.SQL.Trades[f.i]
-		return fill{seq: int64(r.Seq), tradeSeq: r.TradeSeq, leg: f.leg, qty: r.Quantity, price: r.Price}
-	}
-	t := &s.Source.Trades[f.i]
-	return fill{seq: t.Seq, tradeSeq: t.TradeSeq, leg: f.leg, qty: t.Quantity, price: t.Price}
-}
-
-// less is position.Less: (seq, tradeSeq, leg).
-func (f fill) less(g fill) bool {
-	if f.seq != g.seq {
-		return f.seq < g.seq
-	}
-	if f.tradeSeq != g.tradeSeq {
-		return f.tradeSeq < g.tradeSeq
-	}
-	return f.leg < g.leg
-}
-
-// apply folds the leg onto s (the sell leg's quantity negated).
-func (f fill) apply(s position.State) position.State {
-	qty := f.qty
-	if f.leg == 1 {
-		qty = qty.Neg()
-	}
-	return position.Apply(s, qty, f.price)
-}
-
-// sortFills is position.Sort over references (stable, in place).
-func sortFills(s *Snapshot, fs []fillRef) {
-	slices.SortStableFunc(fs, func(a, b fillRef) int {
-		fa, fb := a.of(s), b.of(s)
-		switch {
-		case fa.less(fb):
-			return -1
-		case fb.less(fa):
-			return 1
-		}
-		return 0
-	})
 }
 
 // desiredOpening is the opening the key's row must carry.
@@ -117,26 +41,13 @@ type desiredOpening struct {
 // rowClaimsOpening: the row says anything about an opening (a seq, values,
 // or the unproven flag). A stored flag or seq without a source event proves
 // nothing.
-// firstByKey indexes the rows of one SQL table by position key; the first
-// row of a key stands for it (the primary key forbids a second), and every
-// key is registered with get, in snapshot order.
-func firstByKey[T any](xs []T, key func(*T) posKey, get func(posKey) *keyInputs) map[posKey]*T {
-	m := make(map[posKey]*T, len(xs))
-	for i := range xs {
-		if k := key(&xs[i]); m[k] == nil {
-			m[k] = &xs[i]
-			get(k)
-		}
-	}
-	return m
-}
-
 func rowClaimsOpening(r *PositionRow) bool {
 	return r.OpeningSeq != nil || !r.OpeningQuantity.IsZero() || !r.OpeningAvgCost.IsZero() || !r.OpeningProven
 }
 
-// checkPositions re-derives every key from its proven opening and its inputs
-// in (seq, tradeSeq, leg) order, and compares rows, openings and bases.
+// The position check (positions.check, stream_positions.go) re-derives every
+// key from its proven opening and its inputs in (seq, tradeSeq, leg) order,
+// and compares rows, openings and bases.
 //
 // The inputs of a key are what the SQL side must hold now, given it verified
 // through the cursor V and keeps what the live feed wrote after it:
@@ -148,90 +59,6 @@ func rowClaimsOpening(r *PositionRow) bool {
 //
 // Source events in (V, B] that SQL lacks are catch-up's backlog: excluded,
 // so a scope that is merely catching up does not drift.
-func checkPositions(d *detector) {
-	s := d.s
-	keys := make(map[posKey]*keyInputs, len(s.SQL.Positions))
-	var order []posKey
-	get := func(k posKey) *keyInputs {
-		ki := keys[k]
-		if ki == nil {
-			ki = &keyInputs{}
-			keys[k] = ki
-			order = append(order, k)
-		}
-		return ki
-	}
-	if len(s.Source.Trades) > maxFillIndex || len(s.SQL.Trades) > maxFillIndex {
-		d.err = fmt.Errorf("recon: detect: %d source and %d SQL trades exceed the %d a position fill can index",
-			len(s.Source.Trades), len(s.SQL.Trades), maxFillIndex)
-		return
-	}
-	add := func(k posKey, f fillRef) {
-		ki := get(k)
-		if n := len(ki.fills); n > 0 && f.of(s).less(ki.fills[n-1].of(s)) {
-			ki.unsorted = true
-		}
-		ki.fills = append(ki.fills, f)
-	}
-	addSource := func(i int) {
-		t := &s.Source.Trades[i]
-		add(posKey{t.BuyAccount, t.Instrument}, fillRef{i: uint32(i), leg: 0})
-		add(posKey{t.SellAccount, t.Instrument}, fillRef{i: uint32(i), leg: 1})
-	}
-	addRow := func(i int) {
-		r := &s.SQL.Trades[i]
-		add(posKey{r.BuyAccount, r.Instrument}, fillRef{i: uint32(i), leg: 0, row: true})
-		add(posKey{r.SellAccount, r.Instrument}, fillRef{i: uint32(i), leg: 1, row: true})
-	}
-
-	rows := firstByKey(s.SQL.Positions, func(p *PositionRow) posKey { return posKey{p.Account, p.Instrument} }, get)
-	basis := firstByKey(s.SQL.Basis, func(b *BasisRow) posKey { return posKey{b.Account, b.Instrument} }, get)
-	for i := range s.Source.Openings {
-		o := &s.Source.Openings[i]
-		if o.Seq > d.b {
-			continue
-		}
-		ki := get(posKey{o.Account, o.Instrument})
-		if ki.opening != nil {
-			ki.conflict = "two source openings at seq " + itoa(ki.opening.Seq) + " and " + itoa(o.Seq)
-			continue
-		}
-		ki.opening = o
-	}
-	for i := range s.Source.Trades {
-		t := &s.Source.Trades[i]
-		if t.Seq > d.b {
-			continue
-		}
-		for _, k := range [2]posKey{{t.BuyAccount, t.Instrument}, {t.SellAccount, t.Instrument}} {
-			if ki := keys[k]; ki != nil && ki.opening != nil && ki.conflict == "" && t.Seq <= ki.opening.Seq {
-				ki.conflict = "source trade " + t.TradeID + " at seq " + itoa(t.Seq) + " precedes the opening at seq " + itoa(ki.opening.Seq)
-			}
-		}
-		if t.Seq <= d.v {
-			addSource(i)
-		}
-	}
-	for i := range s.SQL.Trades {
-		r := &s.SQL.Trades[i]
-		if d.sqlTrades[r.TradeID] != r || !r.Seq.Valid() || d.orphan[r.TradeID] {
-			continue // a duplicate primary key, legacy history, or an orphan
-		}
-		if src, j := d.srcTrade(r.TradeID); src != nil {
-			if src.Seq > d.v {
-				addSource(j)
-			}
-			continue
-		}
-		if seq, _ := r.Seq.Get(); seq > d.b && r.BookingStatus == BookingBooked {
-			addRow(i)
-		}
-	}
-
-	for _, k := range order {
-		d.checkKey(k, keys[k], rows[k], basis[k])
-	}
-}
 
 // desired computes the key's opening: the source opening when it is proven
 // and either verified (seq <= V) or claimed by the row; a retained opening
@@ -268,42 +95,16 @@ func positionBefore(row *PositionRow, b *BasisRow) Fields {
 	return f
 }
 
-// checkKey checks one key: opening, basis, phantom balance, derivation. All
-// findings of the key share Before (row and basis) and Expected (the desired
-// row), so whichever action the record gets writes one consistent row.
-func (d *detector) checkKey(k posKey, ki *keyInputs, row *PositionRow, b *BasisRow) {
-	if ki.unsorted {
-		sortFills(d.s, ki.fills) // our own slice, never the snapshot's
-	}
+// checkKey checks one key: opening, basis, phantom balance, derivation.
+// final is the key folded from its desired opening over its fills inputs,
+// atBasis the fold at the basis seq. All findings of the key share Before
+// (row and basis) and Expected (the desired row), so whichever action the
+// record gets writes one consistent row.
+func (d *detector) checkKey(k posKey, ki *keyInputs, row *PositionRow, b *BasisRow, final, atBasis position.State, fills int64) {
 	open := d.desired(ki, row)
-	hasInputs := len(ki.fills) > 0 || open.present
+	hasInputs := fills > 0 || open.present
 	if row == nil && b == nil && !hasInputs {
 		return // only mentioned by trades above the cursor: nothing expected yet
-	}
-
-	// Fold once; capture the fold at the basis seq on the way when the basis
-	// starts where the key does (always, unless the opening follows it).
-	final := open.state
-	var atBasis position.State
-	basisSameStart := b == nil || !open.present || *open.seq <= b.BasisSeq
-	captured := false
-	if b != nil && !basisSameStart {
-		atBasis = position.State{Quantity: decimal.Zero, AvgCost: decimal.Zero}
-		for _, r := range ki.fills {
-			if f := r.of(d.s); f.seq <= b.BasisSeq {
-				atBasis = f.apply(atBasis)
-			}
-		}
-	}
-	for _, r := range ki.fills {
-		f := r.of(d.s)
-		if b != nil && basisSameStart && !captured && f.seq > b.BasisSeq {
-			atBasis, captured = final, true
-		}
-		final = f.apply(final)
-	}
-	if b != nil && basisSameStart && !captured {
-		atBasis = final
 	}
 
 	rec := k.record()
@@ -357,20 +158,20 @@ func (d *detector) checkKey(k posKey, ki *keyInputs, row *PositionRow, b *BasisR
 	case row == nil && hasInputs:
 		cause := RootCause{Code: CausePositionNeverWritten, Confidence: Likely,
 			Hint:     "the key has verified inputs but no row: the projector never wrote it (or it was deleted)",
-			Evidence: []string{"fills=" + itoa(int64(len(ki.fills)))}}
-		if len(drift) > 0 {
+			Evidence: []string{"fills=" + itoa(fills)}}
+		if drift != nil {
 			cause = driftCause(drift)
 		}
 		d.emit(PositionDerivationAgrees, rec, before, expected, cause, true, "")
 	case row != nil && (!row.Quantity.Equal(final.Quantity) || !row.AvgCost.Equal(final.AvgCost)):
 		ev := []string{"row_quantity=" + dec(row.Quantity), "derived_quantity=" + dec(final.Quantity),
-			"row_avg_cost=" + dec(row.AvgCost), "derived_avg_cost=" + dec(final.AvgCost), "fills=" + itoa(int64(len(ki.fills)))}
+			"row_avg_cost=" + dec(row.AvgCost), "derived_avg_cost=" + dec(final.AvgCost), "fills=" + itoa(fills)}
 		var cause RootCause
 		switch {
 		case overPrecise(row.Quantity, row.AvgCost):
 			cause = RootCause{Code: CausePrecisionMismatch, Confidence: Likely,
 				Hint: "the row carries more than 12 decimal places: it was not produced by the derivation; fix the writer, not the number", Evidence: ev}
-		case len(drift) > 0:
+		case drift != nil:
 			cause = driftCause(drift)
 		case openingFinding:
 			cause = RootCause{Code: CauseOpeningUnproven, Confidence: Likely,
@@ -390,10 +191,10 @@ func (d *detector) checkKey(k posKey, ki *keyInputs, row *PositionRow, b *BasisR
 }
 
 // driftCause: the key's inputs drift (its trades carry findings).
-func driftCause(drift []string) RootCause {
-	ev := drift
-	if len(ev) > 5 {
-		ev = append(append([]string{}, ev[:5]...), "and "+itoa(int64(len(drift)-5))+" more")
+func driftCause(drift *driftEvidence) RootCause {
+	ev := drift.first
+	if drift.n > len(ev) {
+		ev = append(append([]string{}, ev...), "and "+itoa(int64(drift.n-len(ev)))+" more")
 	}
 	return RootCause{Code: CauseInputsDrift, Confidence: Likely,
 		Hint:     "the key's trades drift (" + strings.Join(ev, "; ") + "): fix them first, then re-derive",

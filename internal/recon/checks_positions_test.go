@@ -20,10 +20,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/shopspring/decimal"
-
-	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 // A key's fills reach checkPositions in snapshot order: source trades at or
@@ -44,39 +40,41 @@ func TestPositions_RetainedTradesAboveTheCursorFoldInSeqOrder(t *testing.T) {
 	}
 }
 
-// sortFills orders references like position.Sort orders fills: (seq,
-// tradeSeq, leg), stable, whichever side (source event or retained row)
-// each reference points into.
-func TestPositions_SortFillsIsPositionOrder(t *testing.T) {
-	q := decimal.NewFromInt(1)
-	s := &Snapshot{
-		Source: SourceSide{Trades: []wire.Trade{
-			{Seq: 7, TradeSeq: 2, Quantity: q, Price: q},
-			{Seq: 5, TradeSeq: 9, Quantity: q, Price: q},
-			{Seq: 7, TradeSeq: 1, Quantity: q, Price: q},
-		}},
-		SQL: SQLSide{Trades: []TradeRow{{Seq: Seq(6), TradeSeq: 4, Quantity: q, Price: q}}},
+// A page's inputs fold in position.Sort's order, (seq, tradeSeq, leg),
+// stable, whatever order the page lists them in: the fold of a key is the
+// fold of its fills sorted.
+func TestPositions_PageInputsFoldInPositionOrder(t *testing.T) {
+	k := posKey{"acc-1", "BTC-USD"}
+	in := []fill{
+		{seq: 7, tradeSeq: 2, leg: 0, qty: d("3"), price: d("101")},
+		{seq: 5, tradeSeq: 9, leg: 1, qty: d("1"), price: d("99")},
+		{seq: 7, tradeSeq: 1, leg: 1, qty: d("2"), price: d("100")},
+		{seq: 7, tradeSeq: 1, leg: 0, qty: d("5"), price: d("98.5")},
+		{seq: 6, tradeSeq: 4, leg: 0, qty: d("0.5"), price: d("102")},
 	}
-	src := func(i uint32, leg uint8) fillRef { return fillRef{i: i, leg: leg} }
-	row := func(i uint32, leg uint8) fillRef { return fillRef{i: i, leg: leg, row: true} }
-	for _, tc := range []struct {
-		name string
-		in   []fillRef
-		want []fillRef
-	}{
-		{"already sorted", []fillRef{src(1, 0), row(0, 1), src(2, 0), src(0, 1)}, []fillRef{src(1, 0), row(0, 1), src(2, 0), src(0, 1)}},
-		{"by seq across sides", []fillRef{src(0, 0), row(0, 0), src(1, 0)}, []fillRef{src(1, 0), row(0, 0), src(0, 0)}},
-		{"by trade seq within a seq", []fillRef{src(0, 1), src(2, 1)}, []fillRef{src(2, 1), src(0, 1)}},
-		{"by leg within a trade", []fillRef{src(1, 1), src(1, 0)}, []fillRef{src(1, 0), src(1, 1)}},
-		{"stable on equal keys", []fillRef{row(0, 0), src(1, 1), row(0, 0)}, []fillRef{src(1, 1), row(0, 0), row(0, 0)}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := slices.Clone(tc.in)
-			sortFills(s, got)
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("sortFills(%v) = %v, want %v", tc.in, got, tc.want)
-			}
-		})
+	sorted := slices.Clone(in)
+	slices.SortStableFunc(sorted, func(a, b fill) int {
+		switch {
+		case a.seq != b.seq:
+			return int(a.seq - b.seq)
+		case a.tradeSeq != b.tradeSeq:
+			return int(a.tradeSeq - b.tradeSeq)
+		}
+		return int(a.leg) - int(b.leg)
+	})
+	want := flat
+	for _, f := range sorted {
+		want = f.apply(want)
+	}
+	for _, perm := range [][]int{{0, 1, 2, 3, 4}, {4, 3, 2, 1, 0}, {2, 0, 4, 1, 3}} {
+		p := newPositions(newDetector(fixture(1)), &Snapshot{})
+		for _, i := range perm {
+			p.page = append(p.page, keyedFill{k: k, f: in[i]})
+		}
+		p.flush()
+		if got := p.keys[k].flat.st; !got.Equal(want) || p.keys[k].fills != int64(len(in)) {
+			t.Fatalf("order %v: fold %v (%d fills), want %v", perm, got, p.keys[k].fills, want)
+		}
 	}
 }
 

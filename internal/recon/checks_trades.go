@@ -52,9 +52,9 @@ func legKeys(buy, sell, instrument string) (posKey, posKey) {
 }
 
 // markLegs notes a trade drift on both keys of the trade (markKey).
-func (d *detector) markLegs(bk, sk posKey, why string) {
-	d.markKey(bk, why)
-	d.markKey(sk, why)
+func (d *detector) markLegs(bk, sk posKey, o driftOrder, why string) {
+	d.markKey(bk, o, why)
+	d.markKey(sk, o, why)
 }
 
 func relatedKeys(a, b posKey) []string {
@@ -95,92 +95,6 @@ func tradeDiff(r *TradeRow, s *wire.Trade) []string {
 	diff.add(r.SellAccount == s.SellAccount, "sell_account")
 	diff.add(r.TS.Equal(tsSQL(s.TS)), "ts")
 	return diff
-}
-
-// checkTrades: one pass over the SQL trades (maps keyed by identity, no
-// nested scans), one over the source trades below the cursor.
-func checkTrades(d *detector) {
-	s := d.s
-	firstBySeq := make(map[int64]int, len(s.SQL.Trades)) // trade_seq -> first row index
-	var dupSeq map[int64][]int                           // trade_seq -> every row sharing it (rare)
-	var dupOrder []int64                                 // dupSeq's keys in snapshot order (deterministic evidence)
-	for i := range s.SQL.Trades {
-		r := &s.SQL.Trades[i]
-		bk, sk := legKeys(r.BuyAccount, r.SellAccount, r.Instrument)
-		if first, dup := d.sqlTrades[r.TradeID]; dup {
-			rel := relatedKeys(bk, sk)
-			// Two rows under one primary key: the table lost its constraint;
-			// no row can be chosen from the snapshot (Expected nil: manual).
-			d.emit(TradeIdentityUnique, tradeRecord(r.TradeID), tradeRowFields(first), nil,
-				RootCause{Code: CauseDuplicateWritePath, Confidence: Likely,
-					Hint:     "two rows share the primary key trade_id: the table lost its constraint or two write paths bypassed it",
-					Evidence: []string{"trade_id=" + r.TradeID, "rows=2+"}}, false, "duplicate primary key", rel...)
-			d.markLegs(bk, sk, "trade "+r.TradeID+" duplicated")
-			continue
-		}
-		d.sqlTrades[r.TradeID] = r
-		if j, dup := firstBySeq[r.TradeSeq]; dup {
-			if dupSeq == nil {
-				dupSeq = map[int64][]int{}
-			}
-			if len(dupSeq[r.TradeSeq]) == 0 {
-				dupSeq[r.TradeSeq] = []int{j}
-				dupOrder = append(dupOrder, r.TradeSeq)
-			}
-			dupSeq[r.TradeSeq] = append(dupSeq[r.TradeSeq], i)
-		} else {
-			firstBySeq[r.TradeSeq] = i
-		}
-
-		src, _ := d.srcTrade(r.TradeID)
-		seq, hasSeq := r.Seq.Get()
-		if src != nil && hasSeq && seq == src.Seq && r.BookingStatus == BookingBooked && sameTrade(r, src) {
-			continue // the clean path: nothing allocated
-		}
-		rel := relatedKeys(bk, sk)
-		switch {
-		case !hasSeq:
-			d.legacy[r.TradeID] = true
-			d.emit(TradeProvenance, tradeRecord(r.TradeID), tradeRowFields(r), orNil(src, srcTradeFields),
-				RootCause{Code: CauseLegacyRow, Confidence: Likely,
-					Hint:     "the row carries no consensus seq: unknown legacy history that cannot be placed in authoritative order",
-					Evidence: []string{"seq=NULL", "written_by=" + r.WrittenBy}}, false, "", rel...)
-			d.markLegs(bk, sk, "trade "+r.TradeID+" legacy")
-		case src == nil && seq <= d.b:
-			d.orphan[r.TradeID] = true
-			d.emit(TradePresentInSource, tradeRecord(r.TradeID), tradeRowFields(r), nil,
-				RootCause{Code: CauseNotInConsensus, Confidence: Likely,
-					Hint:     "the row sits at or below the source boundary yet the consensus never emitted it: written outside the consensus (replayed, forged or hand-written)",
-					Evidence: []string{"seq=" + itoa(seq), "boundary=" + itoa(d.b), "written_by=" + r.WrittenBy}},
-				true, "", rel...)
-			d.markLegs(bk, sk, "trade "+r.TradeID+" orphan")
-		case src == nil:
-			// Past B: newer than the source read; not verifiable, not drift.
-		default:
-			d.compareTrade(r, src, rel, bk, sk)
-		}
-	}
-	for _, seq := range dupOrder {
-		d.duplicateTradeSeq(seq, dupSeq[seq])
-	}
-	// Source trades the cursor claims but SQL lacks. Above the cursor they
-	// are catch-up's backlog, not drift.
-	for i := range s.Source.Trades {
-		t := &s.Source.Trades[i]
-		if t.Seq > d.v {
-			continue
-		}
-		if _, ok := d.sqlTrades[t.TradeID]; ok {
-			continue
-		}
-		bk, sk := legKeys(t.BuyAccount, t.SellAccount, t.Instrument)
-		d.emit(TradeSourceRetained, tradeRecord(t.TradeID), nil, srcTradeFields(t),
-			RootCause{Code: CauseRowDeleted, Confidence: Likely,
-				Hint:     "the cursor claims completeness through its verified seq, yet this verified trade is gone: deleted after verification",
-				Evidence: []string{"seq=" + itoa(t.Seq), "verified_through=" + itoa(d.v)}},
-			false, "", relatedKeys(bk, sk)...)
-		d.markLegs(bk, sk, "trade "+t.TradeID+" missing")
-	}
 }
 
 // orNil is f(p), or nil Fields when p is nil (the source lacks the record).
@@ -229,7 +143,7 @@ func (d *detector) compareTrade(r *TradeRow, src *wire.Trade, rel []string, bk, 
 				Evidence: []string{"booking_status=" + r.BookingStatus}}, false, "", rel...)
 	}
 	if drift {
-		d.markLegs(bk, sk, "trade "+r.TradeID+" conflicts with its source event")
+		d.markLegs(bk, sk, rowOrder(r.TradeID), "trade "+r.TradeID+" conflicts with its source event")
 	}
 }
 
@@ -244,37 +158,5 @@ func onlyOf(diff []string, allowed ...string) bool {
 	return len(diff) > 0
 }
 
-// duplicateTradeSeq reports every row of a group sharing one engine trade
-// sequence that the source does not verify (trade_id known with that
-// trade_seq). Expected names the verified row to keep, nil when none is.
-func (d *detector) duplicateTradeSeq(seq int64, rows []int) {
-	keep := ""
-	for _, i := range rows {
-		r := &d.s.SQL.Trades[i]
-		if src, _ := d.srcTrade(r.TradeID); src != nil && src.TradeSeq == r.TradeSeq {
-			keep = r.TradeID
-			break
-		}
-	}
-	ids := make([]string, len(rows))
-	for n, i := range rows {
-		ids[n] = d.s.SQL.Trades[i].TradeID
-	}
-	for n, i := range rows {
-		r := &d.s.SQL.Trades[i]
-		if r.TradeID == keep || (keep == "" && n == 0) {
-			continue
-		}
-		var expected Fields
-		if keep != "" {
-			expected = Fields{"keep_trade_id": keep}
-		}
-		bk, sk := legKeys(r.BuyAccount, r.SellAccount, r.Instrument)
-		d.emit(TradeIdentityUnique, tradeRecord(r.TradeID), tradeRowFields(r), expected,
-			RootCause{Code: CauseDuplicateWritePath, Confidence: Likely,
-				Hint:     "several rows claim one engine trade sequence: two write paths recorded the same trade under different ids",
-				Evidence: []string{"trade_seq=" + itoa(seq), "trade_ids=" + strings.Join(ids, "|"), "verified=" + keep}},
-			false, "", relatedKeys(bk, sk)...)
-		d.markLegs(bk, sk, "trade "+r.TradeID+" duplicates trade_seq "+itoa(seq))
-	}
-}
+// joinIDs is the evidence form of a list of ids.
+func joinIDs(ids []string) string { return strings.Join(ids, "|") }

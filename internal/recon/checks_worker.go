@@ -48,27 +48,6 @@ func selectedRun(s *Snapshot) *ProjectionRun {
 	return nil
 }
 
-// eventsThrough counts the source events with seq <= v (all three types).
-func eventsThrough(s *Snapshot, v int64) int64 {
-	var n int64
-	for i := range s.Source.Trades {
-		if s.Source.Trades[i].Seq <= v {
-			n++
-		}
-	}
-	for i := range s.Source.Orders {
-		if s.Source.Orders[i].Seq <= v {
-			n++
-		}
-	}
-	for i := range s.Source.Openings {
-		if s.Source.Openings[i].Seq <= v {
-			n++
-		}
-	}
-	return n
-}
-
 // chainAt is the source chain digest at seq, when the read knows it.
 func chainAt(s *Snapshot, seq int64) (string, bool) {
 	switch {
@@ -128,7 +107,7 @@ func checkCursor(d *detector) {
 				Evidence: []string{"verified_through=" + itoa(c.VerifiedThroughSeq), "frozen_seq=" + itoa(*sel.FrozenSeq)}}, false, "")
 		}
 		if c.VerifiedThroughSeq <= d.b {
-			if n := eventsThrough(s, c.VerifiedThroughSeq); n != c.EventCount {
+			if n := d.srcThroughV; n != c.EventCount {
 				d.emit(CursorEventCountAgrees, rec, before, Fields{"event_count": itoa(n)}, RootCause{Code: CauseCountNotUpdated, Confidence: Likely,
 					Hint:     "the cursor's event count is not the source's count through its verified seq: the claim was written without its page",
 					Evidence: []string{"cursor_event_count=" + itoa(c.EventCount), "source_event_count=" + itoa(n)}}, true, "")
@@ -271,7 +250,7 @@ func checkRuns(d *detector) {
 			Hint:     "several runs of the scope are selected: the trade-processor selected a run without deselecting the previous one",
 			Evidence: []string{"selected=" + before["selected_run_ids"]}}, false, "")
 	}
-	holds := s.SQL.Cursor != nil || len(s.SQL.Trades) > 0 || len(s.SQL.Orders) > 0 || len(s.SQL.Positions) > 0
+	holds := s.SQL.Cursor != nil || d.counts.Trades > 0 || d.counts.Orders > 0 || len(s.SQL.Positions) > 0
 	if !eligible && holds {
 		ev := []string{"selected=" + before["selected_run_ids"]}
 		if sel := selectedRun(s); sel != nil {

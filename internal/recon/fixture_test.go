@@ -239,3 +239,25 @@ func summary(r *Report) []string {
 }
 
 func joinLines(l []string) string { return "\n  " + strings.Join(l, "\n  ") }
+
+// eventsThrough counts the snapshot's source events with seq <= v (all
+// three types).
+func eventsThrough(s *Snapshot, v int64) int64 {
+	var n int64
+	for i := range s.Source.Trades {
+		if s.Source.Trades[i].Seq <= v {
+			n++
+		}
+	}
+	for i := range s.Source.Orders {
+		if s.Source.Orders[i].Seq <= v {
+			n++
+		}
+	}
+	for i := range s.Source.Openings {
+		if s.Source.Openings[i].Seq <= v {
+			n++
+		}
+	}
+	return n
+}

@@ -17,6 +17,7 @@ limitations under the License.
 package recon
 
 import (
+	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -37,6 +38,8 @@ func TestGuard_DetectionReceivesNoWriter(t *testing.T) {
 		want []reflect.Type
 	}{
 		{"Detect", Detect, []reflect.Type{reflect.TypeOf(&Snapshot{})}},
+		{"DetectHistory", DetectHistory, []reflect.Type{reflect.TypeOf((*context.Context)(nil)).Elem(), reflect.TypeOf(&Snapshot{}),
+			reflect.TypeOf((*History)(nil)).Elem()}},
 		{"PlanRepairs", PlanRepairs, []reflect.Type{reflect.TypeOf(&Report{}), reflect.TypeOf(&Snapshot{})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,6 +80,21 @@ func TestGuard_DetectionReceivesNoWriter(t *testing.T) {
 		}
 	}
 	walk("Snapshot", reflect.TypeOf(Snapshot{}), map[reflect.Type]bool{})
+	// The history is the one interface detection receives: its methods are
+	// the reads pinned here, each returning data (rows, events, counts), so
+	// a writer cannot ride in through it unnoticed.
+	ht := reflect.TypeOf((*History)(nil)).Elem()
+	var methods []string
+	for i := 0; i < ht.NumMethod(); i++ {
+		methods = append(methods, ht.Method(i).Name)
+	}
+	want := []string{"Counts", "CurrentOrders", "Duplicates", "End", "Legacy", "NextPage", "OrderEventsByKey", "OrdersByID", "RowsThrough", "TradesByID"}
+	if !reflect.DeepEqual(methods, want) {
+		t.Errorf("History's methods are %v, want only the reads %v", methods, want)
+	}
+	for _, ty := range []reflect.Type{reflect.TypeOf(SourcePage{}), reflect.TypeOf(HistoryRows{}), reflect.TypeOf(LegacyRows{}), reflect.TypeOf(HistoryCounts{})} {
+		walk(ty.Name(), ty, map[reflect.Type]bool{})
+	}
 }
 
 // TestGuard_ApplyPathKeepsItsGuards reads Workflow.Apply and Workflow.Rollback

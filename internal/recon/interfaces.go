@@ -31,15 +31,19 @@ type ResultCode string
 // Result codes, in the order the apply guards check them.
 const (
 	ResultSnapshotUnavailable ResultCode = "snapshot_unavailable"
-	ResultRepairDenied        ResultCode = "repair_denied"
-	ResultConfirmationNeeded  ResultCode = "confirmation_required"
-	ResultPlanTampered        ResultCode = "plan_tampered"
-	ResultPlanExpired         ResultCode = "plan_expired"
-	ResultNothingSelected     ResultCode = "nothing_selected"
-	ResultBlastRadius         ResultCode = "blast_radius_exceeded"
-	ResultHandlerMissing      ResultCode = "handler_missing"
-	ResultPlanStale           ResultCode = "plan_stale"
-	ResultRepairFailed        ResultCode = "repair_failed"
+	// ResultSnapshotTooLarge: the scope's read exceeded the provider's size
+	// cap or its deadline (see ErrSnapshotTooLarge). Not transient: the same
+	// read refuses again until the cap, the deadline or the scope changes.
+	ResultSnapshotTooLarge   ResultCode = "snapshot_too_large"
+	ResultRepairDenied       ResultCode = "repair_denied"
+	ResultConfirmationNeeded ResultCode = "confirmation_required"
+	ResultPlanTampered       ResultCode = "plan_tampered"
+	ResultPlanExpired        ResultCode = "plan_expired"
+	ResultNothingSelected    ResultCode = "nothing_selected"
+	ResultBlastRadius        ResultCode = "blast_radius_exceeded"
+	ResultHandlerMissing     ResultCode = "handler_missing"
+	ResultPlanStale          ResultCode = "plan_stale"
+	ResultRepairFailed       ResultCode = "repair_failed"
 	// ResultLeaseUnavailable: every guard passed, but the scope's write lease
 	// could not be taken (the recovery worker or another repair holds it, or
 	// the database refused): transient, nothing written; retry.
@@ -56,6 +60,13 @@ const (
 	// it is not.
 	ResultPartial ResultCode = "partial"
 )
+
+// ErrSnapshotTooLarge marks a provider's refusal to read a scope past its
+// size cap or its deadline: the workflow answers snapshot_too_large (the
+// provider wraps it with the limit and what it had read). Without its own
+// code the refusal would be snapshot_unavailable, which the controller
+// retries as transient: every retry would read up to the cap again.
+var ErrSnapshotTooLarge = errors.New("snapshot too large")
 
 // Error is a result that is not success: its Code says which guard or step
 // refused. Nothing was written unless Code is repair_failed (see Outcome).

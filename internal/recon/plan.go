@@ -158,6 +158,11 @@ func chooseKind(g []*Finding) ActionKind {
 // refuseGroup returns why a record must stay manual, "" when it may be
 // repaired by an action of kind.
 func refuseGroup(r *Report, s *Snapshot, g []*Finding, kind ActionKind, blockedBy []string) string {
+	if r.Unlisted > 0 {
+		// A finding left out may block this record (a drifting trade blocks
+		// its keys' re-derivation): nothing is planned on a partial report.
+		return fmt.Sprintf("report truncated: %d more findings are not listed, and any of them may block this repair; fix the bulk drift (or raise the finding cap) and re-run", r.Unlisted)
+	}
 	if r.SourceReadEmpty {
 		return "source_read_empty: the source read holds nothing; the planner touches nothing until the read is fixed"
 	}

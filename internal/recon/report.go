@@ -18,7 +18,6 @@ package recon
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 )
@@ -48,24 +47,25 @@ type Report struct {
 	ManagerNotRunning    bool `json:"managerNotRunning"`
 	PublisherNotDraining bool `json:"publisherNotDraining"`
 
-	Findings    []Finding           `json:"findings"`
+	Findings []Finding `json:"findings"`
+	// Unlisted counts the findings detected but not listed in Findings: the
+	// report lists at most Snapshot.MaxFindings, the first ones in report
+	// order, so a hostile scope with millions of drifting rows cannot
+	// exhaust memory. A report with Unlisted > 0 is never Clean, and its
+	// plan holds no action (PlanRepairs): a partial report is never acted on.
+	Unlisted int `json:"unlisted,omitempty"`
+
 	ByKind      map[Kind]int        `json:"byKind"`
 	ByInvariant map[InvariantID]int `json:"byInvariant"`
 }
 
 // newReport sorts findings (invariant table order, then record key) and
 // counts them.
-func newReport(s *Snapshot, c correlation, fs []Finding) *Report {
-	sort.SliceStable(fs, func(i, j int) bool {
-		oi, oj := invariantOrder[fs[i].Invariant], invariantOrder[fs[j].Invariant]
-		if oi != oj {
-			return oi < oj
-		}
-		return fs[i].Record.Key() < fs[j].Record.Key()
-	})
+func newReport(s *Snapshot, c correlation, l *listed) *Report {
+	fs := l.sorted()
 	r := &Report{Scope: s.Scope, DryRun: true, Now: s.Now, Clean: true, SourceBoundary: s.Source.Boundary,
 		SourceComplete: !c.sourceIncomplete, SourceReadEmpty: c.sourceEmpty, ManagerNotRunning: c.managerDown,
-		PublisherNotDraining: c.publisherDown, Findings: fs, ByKind: map[Kind]int{}, ByInvariant: map[InvariantID]int{}}
+		PublisherNotDraining: c.publisherDown, Findings: fs, Unlisted: l.total - len(fs), ByKind: map[Kind]int{}, ByInvariant: map[InvariantID]int{}}
 	if c.sourceIncomplete {
 		r.SourceIncompleteReason = c.incompleteReason
 	}
@@ -75,12 +75,16 @@ func newReport(s *Snapshot, c correlation, fs []Finding) *Report {
 	if r.Findings == nil {
 		r.Findings = []Finding{}
 	}
-	for i := range fs {
-		r.ByKind[fs[i].Kind]++
-		r.ByInvariant[fs[i].Invariant]++
-		if fs[i].Kind == KindInconsistent {
+	for id, n := range l.byInvariant {
+		kind := invariantByID[id].Kind
+		r.ByKind[kind] += n
+		r.ByInvariant[id] += n
+		if kind == KindInconsistent {
 			r.Clean = false
 		}
+	}
+	if r.Unlisted > 0 {
+		r.Clean = false // what was not listed may be anything
 	}
 	return r
 }
@@ -101,6 +105,9 @@ func FormatReport(r *Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "reconciliation report scope=%s dry-run=%t clean=%t findings=%d\n", r.Scope, r.DryRun, r.Clean, len(r.Findings))
 	fmt.Fprintf(&b, "  at=%s source_boundary=%d source_complete=%t verified_through=%d\n", ts(r.Now), r.SourceBoundary, r.SourceComplete, r.VerifiedSeq)
+	if r.Unlisted > 0 {
+		fmt.Fprintf(&b, "  truncated: %d more findings not listed (the first %d in report order are); no action is planned\n", r.Unlisted, len(r.Findings))
+	}
 	if len(r.Findings) > 0 {
 		var kinds []string
 		for _, k := range Kinds {

@@ -99,12 +99,17 @@ func scrubFinding(f *Finding) {
 	ve := scrubFields(f.Expected)
 	f.ValuesRedacted = vb || ve
 	f.Detail, _ = Scrub(f.Detail)
-	f.RootCause.Hint, _ = Scrub(f.RootCause.Hint)
-	if len(f.RootCause.Evidence) > 0 {
-		ev := make([]string, len(f.RootCause.Evidence))
-		for i, e := range f.RootCause.Evidence {
+	scrubCause(&f.RootCause)
+}
+
+// scrubCause scrubs a cause's hint and evidence (a copy of the evidence).
+func scrubCause(c *RootCause) {
+	c.Hint, _ = Scrub(c.Hint)
+	if len(c.Evidence) > 0 {
+		ev := make([]string, len(c.Evidence))
+		for i, e := range c.Evidence {
 			ev[i], _ = Scrub(e)
 		}
-		f.RootCause.Evidence = ev
+		c.Evidence = ev
 	}
 }

@@ -33,6 +33,10 @@ import (
 // partial read that looks clean is worse than none. (A source read that is
 // known to be partial but still useful is returned with Source.Complete false,
 // which every source-dependent repair refuses.)
+//
+// A provider that can stream implements HistoryProvider too: the workflow
+// then detects over the history without materialising it (Read is for
+// tests and small scopes).
 type SnapshotProvider interface {
 	Read(ctx context.Context, scope string) (*Snapshot, error)
 }
@@ -47,12 +51,17 @@ func (f ProviderFunc) Read(ctx context.Context, scope string) (*Snapshot, error)
 
 // Snapshot is one read of a scope. Detection and planning are pure functions
 // of it: they never assign into it (TestPurity_DetectAndPlanNeverMutate).
+// Streamed (HistoryProvider), it carries the small tables only and its
+// history slices stay empty: the History is the history.
 // Now and StaleAfter are injected (the workflow stamps its clock): every age
 // check uses them, so the same snapshot always yields the same report.
 type Snapshot struct {
 	Scope      string
 	Now        time.Time
 	StaleAfter time.Duration
+	// MaxFindings bounds the findings a report lists (0: DefaultMaxFindings);
+	// injected like Now (Workflow.MaxFindings). See Report.Unlisted.
+	MaxFindings int
 
 	SQL    SQLSide
 	Source SourceSide

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -50,7 +51,10 @@ type Workflow struct {
 	// Pass the same clock to dry runs and applies.
 	Clock      func() time.Time
 	StaleAfter time.Duration
-	Log        logr.Logger
+	// MaxFindings is stamped on every snapshot (Snapshot.MaxFindings; 0:
+	// DefaultMaxFindings).
+	MaxFindings int
+	Log         logr.Logger
 }
 
 // validate checks the configuration a write path needs.
@@ -87,8 +91,85 @@ func (w *Workflow) read(ctx context.Context, scope string) (*Snapshot, error) {
 		return nil, fmt.Errorf("provider returned scope %q for %q", s.Scope, scope)
 	}
 	cp := *s
-	cp.Now, cp.StaleAfter = w.Clock(), w.StaleAfter
+	cp.Now, cp.StaleAfter, cp.MaxFindings = w.Clock(), w.StaleAfter, w.MaxFindings
 	return &cp, nil
+}
+
+// readCode is the result code of a failed read: snapshot_too_large when the
+// provider refused the scope's size or deadline, else unavailable (the
+// read's own code, snapshot_unavailable).
+func readCode(unavailable ResultCode, err error) ResultCode {
+	if errors.Is(err, ErrSnapshotTooLarge) {
+		return ResultSnapshotTooLarge
+	}
+	return unavailable
+}
+
+// HistoryProvider is a SnapshotProvider that streams: Open returns the
+// scope's small tables and its history, which the workflow detects over
+// once (DetectHistory) before it calls release. Detection then holds state
+// per key, never the history, whatever the scope's age.
+type HistoryProvider interface {
+	SnapshotProvider
+	Open(ctx context.Context, scope string) (s *Snapshot, h History, release func(), err error)
+}
+
+// scopeRead is one read of a scope, ready to detect: streamed (history set,
+// release ends the provider's read; calling it again is a no-op) or
+// materialised.
+type scopeRead struct {
+	snap    *Snapshot
+	history History
+	release func()
+}
+
+// open reads the scope (a HistoryProvider's small tables, or a whole
+// snapshot) and stamps the injected clock and caps on a copy.
+func (w *Workflow) open(ctx context.Context, scope string) (*scopeRead, error) {
+	hp, ok := w.Provider.(HistoryProvider)
+	if !ok {
+		s, err := w.read(ctx, scope)
+		if err != nil {
+			return nil, err
+		}
+		return &scopeRead{snap: s, release: func() {}}, nil
+	}
+	s, h, release, err := hp.Open(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	release = sync.OnceFunc(release)
+	if s == nil || h == nil || s.Scope != scope {
+		if release != nil {
+			release()
+		}
+		return nil, fmt.Errorf("provider opened no history for scope %q", scope)
+	}
+	cp := *s
+	cp.Now, cp.StaleAfter, cp.MaxFindings = w.Clock(), w.StaleAfter, w.MaxFindings
+	return &scopeRead{snap: &cp, history: h, release: release}, nil
+}
+
+// detect detects over the read once. A failure of the history is a read
+// failure (detectCode), not a detection bug.
+func (r *scopeRead) detect(ctx context.Context) (*Report, error) {
+	if r.history == nil {
+		return Detect(r.snap)
+	}
+	return DetectHistory(ctx, r.snap, r.history)
+}
+
+// detectCode is the result code of a failed detection: the history's read
+// failing is snapshot_unavailable (snapshot_too_large past its cap or
+// deadline), anything else is a detection bug.
+func detectCode(err error) ResultCode {
+	switch {
+	case errors.Is(err, ErrSnapshotTooLarge):
+		return ResultSnapshotTooLarge
+	case errors.Is(err, ErrHistory):
+		return ResultSnapshotUnavailable
+	}
+	return ResultInternal
 }
 
 // DryRunResult is one dry run: its run record, report and plan.
@@ -145,16 +226,19 @@ func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRunResult, err
 	if err := step(RunCollecting); err != nil {
 		return end(ResultInternal, err, "collecting")
 	}
-	snap, err := w.read(ctx, scope)
+	rd, err := w.open(ctx, scope)
 	if err != nil {
-		return end(ResultSnapshotUnavailable, err, "read snapshot")
+		return end(readCode(ResultSnapshotUnavailable, err), err, "read snapshot")
 	}
+	defer rd.release()
+	snap := rd.snap
 	if err := step(RunAnalyzing); err != nil {
 		return end(ResultInternal, err, "analyzing")
 	}
-	report, err := Detect(snap)
+	report, err := rd.detect(ctx)
+	rd.release() // the read's transaction is not held while the run is recorded
 	if err != nil {
-		return end(ResultInternal, err, "detect")
+		return end(detectCode(err), err, "detect")
 	}
 	plan, err := PlanRepairs(report, snap)
 	if err != nil {

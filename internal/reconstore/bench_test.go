@@ -65,11 +65,13 @@ func cleanWorld(tb testing.TB, events int) *world {
 	return newWorld(tb, "bench", int(float64(events)/eventsPerCommand)+1, worldOpts{catchUp: true, accounts: 50, memberProcess: true})
 }
 
-// timeDetect reads the world's scope through the real provider (member over
-// HTTP, PostgreSQL as the read-only role) and detects, sampling the heap.
+// timeDetect detects over the world's scope as the workflow does: the real
+// provider's streamed history (member over HTTP, PostgreSQL as the
+// read-only role, Provider.Open) and DetectHistory, sampling the heap.
 func timeDetect(tb testing.TB, w *world) detectResult {
 	tb.Helper()
 	p := w.provider(0)
+	p.MaxRecords = 1 << 40 // the benchmark measures sizes past the default cap
 	runtime.GC()
 	base := heapObjects()
 	var peak atomic.Uint64
@@ -93,11 +95,12 @@ func timeDetect(tb testing.TB, w *world) detectResult {
 		}
 	}()
 	start := time.Now()
-	snap, err := p.Read(ctxb, w.scope)
+	s, h, release, err := p.Open(ctxb, w.scope)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rep, err := recon.Detect(snap)
+	rep, err := recon.DetectHistory(ctxb, s, h)
+	release()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -107,25 +110,25 @@ func timeDetect(tb testing.TB, w *world) detectResult {
 	}
 	close(done)
 	wg.Wait()
-	writeHeapProfile(tb, len(snap.SQL.Trades))
-	if !rep.Clean || len(rep.Findings) != 0 || !snap.Source.Complete {
-		tb.Fatalf("a caught-up scope is not clean (complete=%v): %v", snap.Source.Complete, findings(rep))
+	src := h.End()
+	writeHeapProfile(tb, int(src.EventCount))
+	if !rep.Clean || len(rep.Findings) != 0 || !src.Complete {
+		tb.Fatalf("a caught-up scope is not clean (complete=%v): %v", src.Complete, findings(rep))
 	}
-	runtime.KeepAlive(snap)
-	return detectResult{events: snap.Source.EventCount, took: took, peakHeap: peak.Load() - base, peakTotal: peak.Load()}
+	return detectResult{events: src.EventCount, took: took, peakHeap: peak.Load() - base, peakTotal: peak.Load()}
 }
 
 // writeHeapProfile writes the live heap right after detection, while the
 // snapshot and the report are still reachable, to
-// $PROJECTION_BENCH_HEAPPROFILE-<trades>.pprof when that variable is set
+// $PROJECTION_BENCH_HEAPPROFILE-<events>.pprof when that variable is set
 // (profiling only: the GC it forces runs after the measurement).
-func writeHeapProfile(tb testing.TB, trades int) {
+func writeHeapProfile(tb testing.TB, events int) {
 	prefix := os.Getenv("PROJECTION_BENCH_HEAPPROFILE")
 	if prefix == "" {
 		return
 	}
 	runtime.GC()
-	f, err := os.Create(prefix + "-" + strconv.Itoa(trades) + ".pprof")
+	f, err := os.Create(prefix + "-" + strconv.Itoa(events) + ".pprof")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -141,24 +144,19 @@ func heapObjects() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// BenchmarkDetect_CleanScope: the provider and Detect over a clean scope of
-// N and 4N events (PROJECTION_BENCH_EVENTS = 4N). Goals: t(4N)/t(N) <= 4.4
-// (linear), peak heap of the read + detection <= 1 GiB at 1M events.
+// BenchmarkDetect_CleanScope: the streamed detection (Provider.Open and
+// DetectHistory, as the workflow runs it) over a clean scope of N and 4N
+// events (PROJECTION_BENCH_EVENTS = 4N). Goals (make bench's table), at 4N
+// = 4,000,000 events: peak heap <= 256 MiB, >= 80,000 events/s, t(4N)/t(N)
+// <= 4.4.
 //
-// Measured (2 shared cores, PROJECTION_BENCH_EVENTS=1000000, 277,577 and
-// 1,108,325 events), the member in a child process since branch recon-mem:
-// before recon-mem (member in-process) 48,463 / 57,788 events/s, peak 799 /
-// 1,680 MiB; member moved out only: 74,064 / 74,905 events/s, t(4N)/t(N)
-// 3.95, peak 266 / 1,167 MiB; with exact preallocation, shared ids, the
-// checkOrders flag slice and fill references: 85,415 / 82,356 events/s,
-// t(4N)/t(N) 4.14 (4.96 in a run sharing the cores), peak 268 / 1,045 MiB.
-// The live snapshot at 4N is ~455 MB (order rows of both sides ~330 MB);
-// the peak is ~2.3x it (GOGC pacing during the read, whose live heap is the
-// snapshot so far plus the intern tables and the page in flight).
-// Branch recon-mem2 (row seqs as values, the id intern table sized once,
-// 8-byte position fills), quiet run: 86,584 / 83,691 events/s, t(4N)/t(N)
-// 4.13, peak 244 / 966 MiB: both goals met. (A run sharing the 2 cores with
-// another suite, load 2.4: 81,591 / 41,768 events/s, ratio 7.8, peak 976.)
+// Materialised (the snapshot held whole), quiet run at 277,577 and
+// 1,108,325 events: 86,584 / 83,691 events/s, peak 244 / 966 MiB.
+// Streamed, PROJECTION_BENCH_EVENTS=4000000 (1,108,325 and 4,433,943
+// events), 2 shared cores: with the next source page and the cursors' next
+// batch fetched while a page is checked (load ~2), 124,459 / 162,475
+// events/s (N / 4N), peak 87 / 147 MiB, t(4N)/t(N) 3.07: every goal met.
+// Earlier runs, run by run, in docs/performance.md.
 func BenchmarkDetect_CleanScope(b *testing.B) {
 	n4 := benchEvents()
 	small, large := cleanWorld(b, n4/4), cleanWorld(b, n4)

@@ -73,42 +73,109 @@ type Provider struct {
 	StaleAfter time.Duration
 	// Publisher, when set, reports the outbox publisher's connection.
 	Publisher func() *recon.PublisherStatus
+	// MaxRecords caps each side of the read (0: DefaultMaxSnapshotRecords):
+	// the projection's history rows (trades, orders and order_events
+	// together, counted before any is read) and the source's events through
+	// B (counted page by page). Past it the read stops with
+	// recon.ErrSnapshotTooLarge (snapshot_too_large).
+	MaxRecords int64
+	// Deadline bounds the whole read (0: DefaultSnapshotDeadline); past it
+	// the read stops with recon.ErrSnapshotTooLarge. A cancelled or expired
+	// caller's context stays a cancellation.
+	Deadline time.Duration
 }
 
+// DefaultMaxSnapshotRecords and DefaultSnapshotDeadline bound one read when
+// the provider sets no limit. Streamed (Open), detection's memory does not
+// grow with the history but for the order index (16 bytes an order, at
+// most 160 MB at the cap were every record an order), so the cap bounds
+// time: 10M records at the measured ~70-80k events/s take about two to
+// three minutes, well inside the deadline, which stops a scope (or a
+// member) too slow for it from holding a reconciliation worker. Read
+// materialises everything: it is for tests and small scopes.
+const (
+	DefaultMaxSnapshotRecords int64 = 10_000_000
+	DefaultSnapshotDeadline         = 10 * time.Minute
+)
+
+// errReadDeadline is the cause of the read's own deadline, told apart from
+// the caller's.
+var errReadDeadline = errors.New("snapshot deadline")
+
 var _ recon.SnapshotProvider = (*Provider)(nil)
+
+// readLimits are a read's page size, cap and deadline, defaults applied.
+type readLimits struct {
+	page     int
+	records  int64
+	deadline time.Duration
+}
+
+// limits validates the provider for a read of scope.
+func (p *Provider) limits(scope string) (readLimits, error) {
+	switch {
+	case p.Pool == nil:
+		return readLimits{}, errors.New("reconstore: provider has no database pool")
+	case p.Source == nil:
+		return readLimits{}, errors.New("reconstore: provider has no source client")
+	case p.Clock == nil:
+		return readLimits{}, errors.New("reconstore: provider has no clock")
+	case scope == "":
+		return readLimits{}, errors.New("reconstore: empty scope")
+	}
+	l := readLimits{page: p.PageEvents, records: p.MaxRecords, deadline: p.Deadline}
+	if l.page == 0 {
+		l.page = DefaultPageEvents
+	}
+	if l.page < 1 || l.page > source.MaxPageEvents {
+		return readLimits{}, fmt.Errorf("reconstore: page size %d outside 1..%d", l.page, source.MaxPageEvents)
+	}
+	if l.records == 0 {
+		l.records = DefaultMaxSnapshotRecords
+	}
+	if l.deadline == 0 {
+		l.deadline = DefaultSnapshotDeadline
+	}
+	if l.records < 0 || l.deadline < 0 {
+		return readLimits{}, fmt.Errorf("reconstore: negative snapshot cap %d or deadline %s", l.records, l.deadline)
+	}
+	return l, nil
+}
+
+// overdue turns an error caused by the read's own deadline (ctx, derived
+// from parent) into the refusal the caller can act on; the caller's own
+// end stays its own.
+func (l readLimits) overdue(parent, ctx context.Context, err error) error {
+	if err != nil && parent.Err() == nil && errors.Is(context.Cause(ctx), errReadDeadline) && !errors.Is(err, recon.ErrSnapshotTooLarge) {
+		return fmt.Errorf("%w: the read did not finish within the snapshot deadline of %s (%v)", recon.ErrSnapshotTooLarge, l.deadline, err)
+	}
+	return err
+}
 
 // Read returns the scope's snapshot, or an error and no snapshot when any
 // part of either side could not be read (the workflow answers
 // snapshot_unavailable and produces no report: a partial read that looks
 // clean is worse than none).
 func (p *Provider) Read(ctx context.Context, scope string) (*recon.Snapshot, error) {
-	switch {
-	case p.Pool == nil:
-		return nil, errors.New("reconstore: provider has no database pool")
-	case p.Source == nil:
-		return nil, errors.New("reconstore: provider has no source client")
-	case p.Clock == nil:
-		return nil, errors.New("reconstore: provider has no clock")
-	case scope == "":
-		return nil, errors.New("reconstore: empty scope")
+	lim, err := p.limits(scope)
+	if err != nil {
+		return nil, err
 	}
-	max := p.PageEvents
-	if max == 0 {
-		max = DefaultPageEvents
-	}
-	if max < 1 || max > source.MaxPageEvents {
-		return nil, fmt.Errorf("reconstore: page size %d outside 1..%d", max, source.MaxPageEvents)
-	}
+	max, limit := lim.page, lim.records
+	parent := ctx
+	ctx, cancel := context.WithTimeoutCause(ctx, lim.deadline, errReadDeadline)
+	defer cancel()
+	overdue := func(err error) error { return lim.overdue(parent, ctx, err) }
 	start := time.Now()
 	snap := &recon.Snapshot{Scope: scope, Now: p.Clock(), StaleAfter: p.StaleAfter}
 	in := newInterner()
-	if err := readSQL(ctx, p.Pool, scope, snap, in); err != nil {
-		return nil, fmt.Errorf("reconstore: read scope %s from the projection: %w", scope, err)
+	if err := readSQL(ctx, p.Pool, scope, snap, in, limit); err != nil {
+		return nil, fmt.Errorf("reconstore: read scope %s from the projection: %w", scope, overdue(err))
 	}
 	hint := sourceHint{trades: len(snap.SQL.Trades), orders: len(snap.SQL.OrderEvents)}
-	src, pages, err := readSource(ctx, p.Source, max, chainSeqs(snap), hint, in)
+	src, pages, err := readSource(ctx, p.Source, max, chainSeqs(snap), hint, in, limit)
 	if err != nil {
-		return nil, fmt.Errorf("reconstore: read scope %s from the source: %w", scope, err)
+		return nil, fmt.Errorf("reconstore: read scope %s from the source: %w", scope, overdue(err))
 	}
 	snap.Source = src
 	if p.Publisher != nil {

@@ -49,7 +49,9 @@ import (
 // hint is the expected number of trades and order versions (the SQL side's:
 // equal on a clean scope); the slices start at that capacity so a clean read
 // allocates each once (append growth beyond it stays correct).
-func readSource(ctx context.Context, f Fetcher, max int, want []int64, hint sourceHint, in *interner) (recon.SourceSide, int, error) {
+// limit caps the events read (the page that would pass it fails the read
+// before it is decoded).
+func readSource(ctx context.Context, f Fetcher, max int, want []int64, hint sourceHint, in *interner, limit int64) (recon.SourceSide, int, error) {
 	out := recon.SourceSide{Trades: sized[wire.Trade](hint.trades), Orders: sized[wire.Order](hint.orders)}
 	want = slices.Clone(want)
 	slices.Sort(want)
@@ -72,6 +74,10 @@ func readSource(ctx context.Context, f Fetcher, max int, want []int64, hint sour
 			// read is one history or none.
 			first, expect = p.BoundarySeq, p.DescriptorHash
 			out.DescriptorHash, out.ProtocolVersion = p.DescriptorHash, p.ProtocolVersion
+		}
+		if n := count + int64(len(p.Events)); n > limit {
+			return recon.SourceSide{}, pages, fmt.Errorf("%w: the source holds more than the snapshot cap of %d events through its boundary %d (%d read by seq %d)",
+				recon.ErrSnapshotTooLarge, limit, first, n, p.ThroughSeq)
 		}
 		for len(want) > 0 && want[0] <= after {
 			want = want[1:] // at or before a previous page's end: recorded there, or 0

@@ -77,7 +77,7 @@ const (
 // its positions or its cursor. (READ COMMITTED would give each statement its
 // own snapshot and fabricate drift that never existed.) READ ONLY makes
 // PostgreSQL refuse any write, whatever the role may do.
-func readSQL(ctx context.Context, pool *pgxpool.Pool, scope string, s *recon.Snapshot, in *interner) (err error) {
+func readSQL(ctx context.Context, pool *pgxpool.Pool, scope string, s *recon.Snapshot, in *interner, limit int64) (err error) {
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("begin read-only transaction: %w", err)
@@ -87,6 +87,10 @@ func readSQL(ctx context.Context, pool *pgxpool.Pool, scope string, s *recon.Sna
 	var trades, orders, events int64
 	if err := tx.QueryRow(ctx, countsSQL, scope).Scan(&trades, &orders, &events); err != nil {
 		return fmt.Errorf("row counts: %w", err)
+	}
+	if n := trades + orders + events; n > limit {
+		return fmt.Errorf("%w: the projection holds %d history rows (%d trades, %d orders, %d order versions), more than the snapshot cap of %d records",
+			recon.ErrSnapshotTooLarge, n, trades, orders, events, limit)
 	}
 	s.SQL.Trades, s.SQL.Orders, s.SQL.OrderEvents = sized[recon.TradeRow](trades), sized[recon.OrderRow](orders), sized[recon.OrderRow](events)
 	in.sizeIDs(trades + orders)

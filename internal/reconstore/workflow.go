@@ -61,6 +61,14 @@ type WorkflowConfig struct {
 	Source Fetcher
 	// PageEvents is the provider's page size (0: DefaultPageEvents).
 	PageEvents int
+	// MaxSnapshotRecords caps each side of a read (Provider.MaxRecords; 0:
+	// DefaultMaxSnapshotRecords) and SnapshotDeadline bounds it
+	// (Provider.Deadline; 0: DefaultSnapshotDeadline): past either, the run
+	// is refused snapshot_too_large. MaxFindings caps the findings a report
+	// lists (recon.Snapshot.MaxFindings; 0: recon.DefaultMaxFindings).
+	MaxSnapshotRecords int64
+	SnapshotDeadline   time.Duration
+	MaxFindings        int
 	// Permission decides who may approve (apply or roll back) a repair.
 	Permission recon.Permission
 	// Telemetry receives one record per run; nil: a log-only Telemetry on Log.
@@ -137,6 +145,8 @@ func NewWorkflow(cfg WorkflowConfig) (*Workflow, error) {
 		return nil, errors.New("reconstore: workflow needs a positive staleAfter")
 	case cfg.LeaseDuration < 0:
 		return nil, errors.New("reconstore: negative lease duration")
+	case cfg.MaxSnapshotRecords < 0 || cfg.SnapshotDeadline < 0 || cfg.MaxFindings < 0:
+		return nil, errors.New("reconstore: negative snapshot cap, snapshot deadline or finding cap")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -167,16 +177,17 @@ func NewWorkflow(cfg WorkflowConfig) (*Workflow, error) {
 	}
 	w.core = &recon.Workflow{
 		Provider: &Provider{Pool: read, Source: cfg.Source, PageEvents: cfg.PageEvents, Clock: cfg.Clock,
-			StaleAfter: cfg.StaleAfter, Publisher: cfg.Publisher},
-		Handlers:   h.Registry(),
-		Permission: cfg.Permission,
-		Journal:    w.journal,
-		Auditor:    w.audit,
-		Runs:       w.runs,
-		Session:    leases,
-		Clock:      cfg.Clock,
-		StaleAfter: cfg.StaleAfter,
-		Log:        cfg.Log,
+			StaleAfter: cfg.StaleAfter, Publisher: cfg.Publisher, MaxRecords: cfg.MaxSnapshotRecords, Deadline: cfg.SnapshotDeadline},
+		MaxFindings: cfg.MaxFindings,
+		Handlers:    h.Registry(),
+		Permission:  cfg.Permission,
+		Journal:     w.journal,
+		Auditor:     w.audit,
+		Runs:        w.runs,
+		Session:     leases,
+		Clock:       cfg.Clock,
+		StaleAfter:  cfg.StaleAfter,
+		Log:         cfg.Log,
 	}
 	return w, nil
 }
