@@ -83,6 +83,9 @@ func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *re
 		Permission: &sarPermission{c: r.Client, namespace: ns, name: name, approver: approver, groups: groups, serviceAccounts: r.ApproverServiceAccounts},
 		Clock:      r.Clock.Now,
 		StaleAfter: staleAfter,
+		// The read's own deadline is the run's: one bound, one flag.
+		MaxSnapshotRecords: r.MaxSnapshotRecords,
+		SnapshotDeadline:   r.runTimeout(),
 		// trigger_cycle asks the recovery controller for a cycle now.
 		TriggerCycle: func(ctx context.Context, _ string) error { return r.touchRecovery(ctx, s, "") },
 		Publish:      r.Connections.Republish(),
@@ -115,6 +118,11 @@ func (r *ProjectionReconciliationReconciler) dryRun(ctx context.Context, s *reco
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			s.runError = fmt.Sprintf("the dry run did not finish within its deadline (%s, --reconciliation-timeout): %s", r.runTimeout(), s.runError)
+		}
+		if recon.CodeOf(err) == recon.ResultSnapshotTooLarge {
+			// The same read would be refused again: only a person helps
+			// (fix the bulk drift, or run the reconciliation elsewhere).
+			s.stallReason, s.stallMessage = ReasonSnapshotTooLarge, "the scope is too large to reconcile within this manager's bounds: "+s.runError
 		}
 		return nil
 	}

@@ -76,6 +76,9 @@ type ProjectionReconciliationReconciler struct {
 	// DefaultReconciliationRunTimeout). A run past it is cancelled: a dry
 	// run reports nothing and is retried, an apply reverts what it wrote.
 	RunTimeout time.Duration
+	// MaxSnapshotRecords caps each side of a scope's read (0: reconstore's
+	// default); a larger scope is refused snapshot_too_large and Stalled.
+	MaxSnapshotRecords int64
 }
 
 // DefaultReconciliationRunTimeout bounds a run when RunTimeout is 0.

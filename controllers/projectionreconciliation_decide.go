@@ -19,6 +19,7 @@ package controllers
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
@@ -94,6 +95,12 @@ func decideReconciliation(spec *recoveryv1.ProjectionReconciliationSpec, st *rec
 		return reconDecision{action: reconDryRun, why: "generation changed"}
 	}
 	if st.RunState == recoveryv1.RunFailed || st.RunState == recoveryv1.RunCancelled {
+		if c := meta.FindStatusCondition(st.Conditions, recoveryv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonSnapshotTooLarge {
+			if !before(now, st.LastRunAt, tooLargeRetry) {
+				return reconDecision{action: reconDryRun, why: "the scope was too large to reconcile: trying again"}
+			}
+			return reconDecision{requeueAfter: until(now, st.LastRunAt, tooLargeRetry), why: "too large to reconcile: waiting"}
+		}
 		if !before(now, st.LastRunAt, reconRetry) {
 			return reconDecision{action: reconDryRun, why: "the last dry run failed: retrying"}
 		}
@@ -241,7 +248,17 @@ const (
 	// ReasonPartiallyRolledBack: a rollback reverted what it could and left
 	// actions in place (status.outcome.left): a person undoes them by hand.
 	ReasonPartiallyRolledBack = "PartiallyRolledBack"
+	// ReasonSnapshotTooLarge: the last dry run was refused
+	// snapshot_too_large (the scope's read or its drift exceeds the
+	// manager's bounds); it is retried only after tooLargeRetry or a spec
+	// change, not every reconRetry.
+	ReasonSnapshotTooLarge = "SnapshotTooLarge"
 )
+
+// tooLargeRetry is how soon a dry run refused snapshot_too_large is tried
+// again without a spec change: re-reading up to the cap every reconRetry
+// would load the database and the member for a refusal known in advance.
+const tooLargeRetry = time.Hour
 
 // refusalReason is the Stalled reason of a refusal only a human can clear.
 func refusalReason(result string) string {

@@ -30,6 +30,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,6 +65,12 @@ func (r *ProjectionReconciliationReconciler) computeStatus(s *reconScope) {
 		o.Message = truncate(s.redact(o.Message))
 	}
 	redactView(st, s.redact)
+	if s.stallReason == "" && s.decision.action == reconNothing && st.RunState == recoveryv1.RunFailed {
+		// A too-large scope stays Stalled until its next dry run says otherwise.
+		if c := meta.FindStatusCondition(st.Conditions, recoveryv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonSnapshotTooLarge {
+			s.stallReason, s.stallMessage = c.Reason, c.Message
+		}
+	}
 	set := reconConditions(&obj.Spec, st, s.stallReason, s.stallMessage)
 	if set.reason == ReasonRunFailed && s.runError != "" {
 		set.message = "the last dry run failed; retrying: " + s.runError
@@ -200,7 +207,7 @@ func causeLine(rc recon.RootCause) string {
 // reportSummary bounds a report for status: counts, then the first
 // findings whole (findingSummary) within the budget.
 func reportSummary(rep *recon.Report) *recoveryv1.ReportSummary {
-	out := &recoveryv1.ReportSummary{Clean: rep.Clean, Findings: int32(len(rep.Findings))}
+	out := &recoveryv1.ReportSummary{Clean: rep.Clean, Findings: int32(len(rep.Findings) + rep.Unlisted)}
 	for k, n := range rep.ByKind {
 		out.ByKind = append(out.ByKind, recoveryv1.CountByName{Name: string(k), Count: int32(n)})
 	}

@@ -139,3 +139,35 @@ func TestOpenDrift(t *testing.T) {
 		})
 	}
 }
+
+// TestDecide_TooLargeWaitsLonger: a dry run refused snapshot_too_large is
+// not re-read every reconRetry: it stays Stalled and is tried again after
+// tooLargeRetry, or at once after a spec change.
+func TestDecide_TooLargeWaitsLonger(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	spec := &recoveryv1.ProjectionReconciliationSpec{}
+	st := &recoveryv1.ProjectionReconciliationStatus{ObservedGeneration: 1, RunState: recoveryv1.RunFailed, LastRunAt: nowTime(now),
+		Conditions: []metav1.Condition{{Type: recoveryv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: ReasonSnapshotTooLarge}}}
+	cases := []struct {
+		name string
+		gen  int64
+		at   time.Time
+		want reconAction
+	}{
+		{"after reconRetry: still waiting", 1, now.Add(2 * reconRetry), reconNothing},
+		{"after tooLargeRetry: tried again", 1, now.Add(tooLargeRetry), reconDryRun},
+		{"a spec change: tried at once", 2, now.Add(time.Second), reconDryRun},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := decideReconciliation(spec, st, tc.gen, tc.at); d.action != tc.want {
+				t.Fatalf("decided %+v, want %s", d, tc.want)
+			}
+		})
+	}
+	plain := st.DeepCopy()
+	plain.Conditions = nil
+	if d := decideReconciliation(spec, plain, 1, now.Add(2*reconRetry)); d.action != reconDryRun {
+		t.Fatalf("another failure after reconRetry: %+v, want a dry run", d)
+	}
+}

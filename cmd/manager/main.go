@@ -50,6 +50,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/controllers"
 	"github.com/projection-recovery/projection-recovery/internal/completeness"
 	"github.com/projection-recovery/projection-recovery/internal/lazylog"
+	"github.com/projection-recovery/projection-recovery/internal/reconstore"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
@@ -64,6 +65,7 @@ type options struct {
 	maxConcurrentReconciles int
 	reconWorkers            int
 	reconTimeout            time.Duration
+	reconMaxRecords         int64
 	syncPeriod              time.Duration
 	leaderElect             bool
 	leaderElectionNamespace string
@@ -103,6 +105,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.enableAutoRecovery, "enable-auto-recovery", false, "Apply verified pages to SQL (and recovery's tables where missing). Off by default: the controller then only reports completeness (NFR-APR01).")
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "Scopes reconciled in parallel by this manager.")
 	fs.IntVar(&o.reconWorkers, "reconciliation-workers", 2, "ProjectionReconciliations (dry runs, applies, rollbacks) run in parallel by this manager.")
+	fs.Int64Var(&o.reconMaxRecords, "reconciliation-max-records", reconstore.DefaultMaxSnapshotRecords, "Records a reconciliation reads of each side of a scope at most; a larger scope is refused snapshot_too_large.")
 	fs.DurationVar(&o.reconTimeout, "reconciliation-timeout", controllers.DefaultReconciliationRunTimeout, "Deadline of one reconciliation dry run, apply or rollback; a run past it is cancelled and retried.")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "Full resync period of the informer cache (cycles are scheduled by each resource's interval, not by this).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Use Kubernetes leader election. Not needed for write safety, which comes from the PostgreSQL lease fence (FR-APR08).")
@@ -162,8 +165,8 @@ func parseFlags(args []string) (options, error) {
 	if len(o.ownerID) > 253 {
 		return o, &usageError{fmt.Errorf("--owner-id must be at most 253 bytes, got %d", len(o.ownerID))}
 	}
-	if o.reconWorkers < 1 || o.reconTimeout <= 0 {
-		return o, &usageError{fmt.Errorf("--reconciliation-workers must be at least 1 and --reconciliation-timeout positive, got %d and %s", o.reconWorkers, o.reconTimeout)}
+	if o.reconWorkers < 1 || o.reconTimeout <= 0 || o.reconMaxRecords < 1 {
+		return o, &usageError{fmt.Errorf("--reconciliation-workers, --reconciliation-timeout and --reconciliation-max-records must be positive, got %d, %s and %d", o.reconWorkers, o.reconTimeout, o.reconMaxRecords)}
 	}
 	if o.maxConcurrentReconciles < 1 {
 		return o, &usageError{fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.maxConcurrentReconciles)}
@@ -349,6 +352,7 @@ func run(args []string) error {
 		ApproverServiceAccounts: o.approverServiceAccounts,
 		MaxConcurrentReconciles: o.reconWorkers,
 		RunTimeout:              o.reconTimeout,
+		MaxSnapshotRecords:      o.reconMaxRecords,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the reconciliation controller: %w", err)
 	}
