@@ -33,12 +33,18 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// besideRate is the live projector's arrival rate (events/s).
-const besideRate = 2000
+// besideRate is the live projector's arrival rate (events/s); besidePace
+// spaces the paced phase's dry runs (a schedule's shortest interval is a
+// minute: this is six times as often).
+const (
+	besideRate = 2000
+	besidePace = 10 * time.Second
+)
 
 // besideResult is one run of liveBesideDryRuns.
 type besideResult struct {
 	without, with []time.Duration // live write latencies, per phase
+	paced         []time.Duration // dry runs of the scope every besidePace
 	control       []time.Duration // the same, dry runs of another database's scope
 	dryRuns       int             // dry runs completed during the second phase
 	refused       []string        // pages of the catch-up refused (a lease taken over: RETRYING)
@@ -49,14 +55,15 @@ type besideResult struct {
 // its live projector writes at besideRate, once with no dry run (phase one)
 // and once, in a fresh world with the same log, with dry runs of that very
 // scope back to back, far more often than a schedule's once a minute (phase
-// two). Each live write's latency runs from its scheduled arrival to its
+// two), then with one dry run every besidePace (phase three). Each live
+// write's latency runs from its scheduled arrival to its
 // commit. A page refused during the catch-up (a dry run that took the
 // lease over, as its rehearsal once did) is what would make the recovery
 // RETRYING.
-func liveBesideDryRuns(tb testing.TB, events int) besideResult {
+func liveBesideDryRuns(tb testing.TB, events int, paced bool) besideResult {
 	var r besideResult
 	commands := int(float64(events)/eventsPerCommand) + 1
-	phase := func(scope string, dryRuns bool, of *world) []time.Duration {
+	phase := func(scope string, dryRuns bool, every time.Duration, of *world) []time.Duration {
 		w := newWorld(tb, scope, commands, worldOpts{accounts: 50, memberProcess: true})
 		if of == nil {
 			of = w
@@ -76,11 +83,15 @@ func liveBesideDryRuns(tb testing.TB, events int) besideResult {
 			go func() {
 				defer close(done)
 				for dryRuns && !stop.Load() {
+					start := time.Now()
 					if _, err := wf.DryRun(ctxb, of.scope); err != nil {
 						tb.Errorf("dry run: %v", err)
 						return
 					}
 					r.dryRuns++
+					for every > 0 && !stop.Load() && time.Since(start) < every {
+						time.Sleep(50 * time.Millisecond)
+					}
 				}
 			}()
 			r.refused = append(r.refused, catchUpUnderLease(tb, w)...)
@@ -88,13 +99,16 @@ func liveBesideDryRuns(tb testing.TB, events int) besideResult {
 			<-done
 		})
 	}
-	r.without = phase("beside-alone", false, nil)
-	r.with = phase("beside-dry", true, nil)
+	r.without = phase("beside-alone", false, 0, nil)
+	r.with = phase("beside-dry", true, 0, nil)
 	dryRuns := r.dryRuns
+	if paced {
+		r.paced = phase("beside-paced", true, besidePace, nil)
+	}
 	// The control: the same dry runs of a scope in another database of the
 	// same server, sharing the cores and the disk but no table or lock.
 	other := newWorld(tb, "beside-other", commands, worldOpts{catchUp: true, accounts: 50, memberProcess: true})
-	r.control = phase("beside-control", true, other)
+	r.control = phase("beside-control", true, 0, other)
 	r.dryRuns = dryRuns
 	return r
 }
@@ -146,11 +160,13 @@ func pct(l []time.Duration, p int) time.Duration {
 //	PROJECTION_BENCH_EVENTS=1000000 go test -run '^$' -bench LiveBesideDryRuns -benchtime 1x ./internal/reconstore
 func BenchmarkLiveBesideDryRuns(b *testing.B) {
 	for range b.N {
-		r := liveBesideDryRuns(b, benchEvents())
+		r := liveBesideDryRuns(b, benchEvents(), true)
 		without, with, control := pct(r.without, 99), pct(r.with, 99), pct(r.control, 99)
 		b.ReportMetric(float64(without)/float64(time.Millisecond), "live_p99_ms")
 		b.ReportMetric(float64(with)/float64(time.Millisecond), "live_dryruns_p99_ms")
 		b.ReportMetric(float64(with)/float64(without), "p99_dryruns/without")
+		b.ReportMetric(float64(pct(r.paced, 99))/float64(time.Millisecond), "live_paced_p99_ms")
+		b.ReportMetric(float64(pct(r.paced, 99))/float64(without), "p99_paced/without")
 		b.ReportMetric(float64(control)/float64(time.Millisecond), "live_control_p99_ms")
 		b.ReportMetric(float64(with)/float64(control), "p99_dryruns/control")
 		b.ReportMetric(float64(r.dryRuns), "dry_runs")
@@ -163,7 +179,7 @@ func BenchmarkLiveBesideDryRuns(b *testing.B) {
 // ran beside the catch-up and no page of it was refused (the rehearsal a
 // dry run used to make took the worker's lease over).
 func TestLiveBesideDryRuns_Small(t *testing.T) {
-	r := liveBesideDryRuns(t, 40_000)
+	r := liveBesideDryRuns(t, 40_000, false)
 	if r.dryRuns == 0 || len(r.with) == 0 || len(r.without) == 0 {
 		t.Fatalf("dry runs %d, live writes %d and %d", r.dryRuns, len(r.without), len(r.with))
 	}
