@@ -164,6 +164,10 @@ network() {
   in_ns ip link add "${BRIDGE}" type bridge
   in_ns ip addr add "${NODE_IP}/24" dev "${BRIDGE}"
   in_ns ip link set "${BRIDGE}" up
+  # The namespace has no default route (nothing leaves it): Service addresses
+  # need one of their own for connections from the node itself (the e2e
+  # checks, the apiserver's webhooks); kube-proxy's OUTPUT rules DNAT them.
+  in_ns ip route add "${SERVICE_CIDR}" dev "${BRIDGE}" src "${NODE_IP}"
   # Both settings are per network namespace: the host's stay as they are.
   in_ns sysctl -qw net.ipv4.ip_forward=1
   in_ns sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
@@ -192,12 +196,18 @@ state = "${RUN}/containerd"
   address = "${RUN}/containerd.sock"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "${PAUSE_IMAGE}"
+  # The kubelet asks for oom_score_adj -998 (pause) and -997 (guaranteed
+  # pods); this machine's root may not lower its own score, and runc fails
+  # the sandbox on it. Clamp to the current score instead.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        # runc's state beside containerd's, not in the system containerd's /run/containerd.
+        Root = "${RUN}/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "${cni_bin}"
     conf_dir = "${STATE}/cni/net.d"
@@ -221,6 +231,7 @@ control_plane_up() {
     --authorization-mode=Node,RBAC \
     --kubelet-client-certificate="${p}/kubelet-client.crt" --kubelet-client-key="${p}/kubelet-client.key" \
     --kubelet-certificate-authority="${p}/ca.crt" \
+    --kubelet-preferred-address-types=InternalIP \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="${p}/sa.pub" --service-account-signing-key-file="${p}/sa.key" \
     --cert-dir="${STATE}/apiserver-certs"
@@ -232,7 +243,7 @@ control_plane_up() {
     --bind-address=127.0.0.1 --use-service-account-credentials \
     --service-account-private-key-file="${p}/sa.key" --root-ca-file="${p}/ca.crt" \
     --cluster-cidr="${CLUSTER_CIDR}" --service-cluster-ip-range="${SERVICE_CIDR}" \
-    --controllers='*,-cloud-node-lifecycle' --leader-elect=false
+    --leader-elect=false
   start kube-scheduler "${bin}/kube-scheduler" \
     --kubeconfig="${STATE}/scheduler.kubeconfig" \
     --authentication-kubeconfig="${STATE}/scheduler.kubeconfig" \
@@ -309,16 +320,23 @@ EOF
   in_ns "${k[@]}" create clusterrolebinding e2e-coredns --clusterrole=view --user=e2e-coredns >/dev/null
   in_ns "${k[@]}" create clusterrole e2e-coredns-discovery --verb=list,watch --resource=endpointslices.discovery.k8s.io,namespaces,services >/dev/null
   in_ns "${k[@]}" create clusterrolebinding e2e-coredns-discovery --clusterrole=e2e-coredns-discovery --user=e2e-coredns >/dev/null
+  # Cluster names from the API; every other name is NXDOMAIN here, nothing
+  # is forwarded off the machine.
   cat >"${STATE}/Corefile" <<EOF
-.:53 {
+cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
     bind ${NODE_IP}
     errors
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         kubeconfig ${STATE}/coredns.kubeconfig e2e
         pods insecure
-        fallthrough in-addr.arpa ip6.arpa
     }
     cache 5
+}
+.:53 {
+    bind ${NODE_IP}
+    template ANY ANY {
+        rcode NXDOMAIN
+    }
 }
 EOF
   start coredns "${bin}/coredns" -conf "${STATE}/Corefile"
@@ -345,6 +363,9 @@ cmd_up() {
   control_plane_up
   kubelet_up
   proxy_dns_up
+  # Pods are refused until the service-account controller made the
+  # namespace's default account.
+  wait_for "the default service account" 60 in_ns "${bin}/kubectl" --kubeconfig "${STATE}/admin.kubeconfig" -n default get serviceaccount default
   log "node ${NODE} is up (logs: ${STATE}/logs)"
   echo "KUBECONFIG=${STATE}/admin.kubeconfig"
 }
@@ -400,7 +421,7 @@ cmd_down() {
   stop_pid containerd
   local p
   for p in /proc/[0-9]*; do
-    if tr '\0' ' ' <"${p}/cmdline" 2>/dev/null | grep -q -- "-address ${RUN}/containerd.sock"; then
+    if tr '\0' ' ' 2>/dev/null <"${p}/cmdline" | grep -q -- "-address ${RUN}/containerd.sock"; then
       kill -KILL "${p#/proc/}" 2>/dev/null || true
     fi
   done
