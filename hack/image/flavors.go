@@ -100,6 +100,9 @@ func BuildPostgres(ctx context.Context, s Spec) (v1.Image, error) {
 		p := filepath.Join(pgDir, "bin", b)
 		files[p], elves = true, append(elves, p)
 	}
+	// initdb runs the bootstrap backend through popen(3), that is /bin/sh
+	// (Debian's dash): without it initdb fails with "popen failure".
+	files["/bin/sh"], elves = true, append(elves, "/bin/sh")
 	libs, _ := filepath.Glob(filepath.Join(pgDir, "lib", "*.so"))
 	for _, l := range libs {
 		if strings.HasPrefix(filepath.Base(l), "llvmjit") {
