@@ -104,8 +104,12 @@ cluster-build: control-plane ## Build (once, cached) the node's kubelet, kube-pr
 	hack/cluster-build.sh
 
 .PHONY: e2e
-e2e: $(HELM) ## As root: a single-node cluster on this machine (hack/cluster.sh), the chart's local profile installed with helm, CURRENT, replay check, uninstall; torn down after (docs/e2e.md).
+e2e: $(HELM) ## As root: a single-node cluster on this machine (hack/cluster.sh), the chart's local profile installed with helm, CURRENT, replay check, faults, uninstall; torn down after (docs/e2e.md).
 	HELM=$(HELM) hack/e2e.sh
+
+.PHONY: e2e-smoke
+e2e-smoke: $(HELM) ## `make e2e` without the faults: install, CURRENT, replay check, uninstall (about a minute once built).
+	HELM=$(HELM) hack/e2e.sh --smoke
 
 .PHONY: tools
 tools: $(HELM) $(CONTROLLER_GEN) ## Build (once, cached outside the clone) helm and controller-gen.
