@@ -43,9 +43,15 @@ mkdir -p "${out}"
 
 t0=$(date +%s)
 say() { printf '==> [%4ss] %s\n' "$(($(date +%s) - t0))" "$*"; }
+# fail stops the run; inside a probe (probe=1, a subshell whose failure the
+# caller handles) it only says why.
 fail() {
+  if [[ -n "${probe:-}" ]]; then
+    echo "e2e: probe: $*" >&2
+    exit 1
+  fi
   echo "e2e: FAIL: $*" >&2
-  [[ -n "${probe:-}" ]] || diagnose || true
+  diagnose || true
   exit 1
 }
 X() { hack/cluster.sh exec env PATH="${root}/bin/k8s:${out}:${PATH}" "$@"; }
@@ -99,7 +105,7 @@ k -n "${NS}" get pods -o wide
 # lost); the Ready condition says whether it was re-checked.
 state() {
   k -n "${NS}" get projectionrecovery "${SCOPE}" \
-    -o jsonpath='{.status.state} {.status.verifiedThroughSeq} {.status.observedBoundarySeq} {.status.conditions[?(@.type=="Ready")].status} {.status.reason}' 2>/dev/null || true
+    -o jsonpath='{.status.state} {.status.verifiedThroughSeq} {.status.observedBoundarySeq} {.status.conditions[?(@.type=="Ready")].status} {.status.lastSuccessfulVerification} {.status.reason}' 2>/dev/null || true
 }
 
 # member_head prints the member's boundary (the end of its log).
@@ -113,7 +119,7 @@ member_head() {
 # twice in a row (the member has stopped trading), printing every state it
 # passes through.
 wait_current() {
-  local seen="" stable=0 row st v head i secs="${1:-600}"
+  local seen="" stable=0 row st v head i secs="${1:-600}" since="${2:-}"
   say "waiting for ${SCOPE} to go CURRENT through the member's whole log (at most ${secs}s)"
   for ((i = 0; i < secs / 2; i++)); do
     row="$(state)"
@@ -124,7 +130,9 @@ wait_current() {
     fi
     v="$(echo "${row}" | cut -d' ' -f2)"
     head="$(member_head)"
-    if [[ "${st}" == CURRENT && -n "${head}" && "${v}" == "${head}" && "$(echo "${row}" | cut -d' ' -f4)" == True ]]; then
+    # since: a verification from before a fault proves nothing after it.
+    if [[ "${st}" == CURRENT && -n "${head}" && "${v}" == "${head}" && "$(echo "${row}" | cut -d' ' -f4)" == True &&
+      ! "$(echo "${row}" | cut -d' ' -f5)" < "${since}" ]]; then
       stable=$((stable + 1))
       ((stable >= 2)) && break
     else
@@ -195,14 +203,15 @@ else
   say "fault: the PostgreSQL pod deleted (emptyDir: the projection and recovery's tables are gone)"
   k -n "${NS}" delete pod -l app.kubernetes.io/component=postgres
   k -n "${NS}" rollout status deployment/"${RELEASE}-postgres" --timeout=2m >/dev/null || fail "no new PostgreSQL pod"
+  replaced="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   # Known (docs/e2e.md): a running manager applies recovery's schema only
   # when it starts, so a replaced database stays SCHEMA_MISSING until the
   # manager restarts. Give it a minute on its own, then restart it.
-  if ! (probe=1 wait_current 60); then
+  if ! (probe=1 wait_current 60 "${replaced}"); then
     say "KNOWN ISSUE: still not CURRENT after the database was replaced ($(state)); restarting the manager"
     k -n "${NS}" rollout restart deployment/"${RELEASE}"
     k -n "${NS}" rollout status deployment/"${RELEASE}" --timeout=3m >/dev/null || fail "rollout restart"
-    wait_current 300
+    wait_current 300 "${replaced}"
   fi
   replay_check
 fi
