@@ -10,7 +10,8 @@
 #   4. (full run) the faults a cluster produces, each followed by CURRENT
 #      again and the replay check: the manager pod deleted mid catch-up;
 #      helm upgrade to two replicas with leader election, then a rollout
-#      restart during catch-up; the PostgreSQL pod deleted;
+#      restart during catch-up; the member pod restarted; the PostgreSQL
+#      pod deleted;
 #   5. helm uninstall while the resources exist: nothing left but the CRDs,
 #      no finalizer stuck.
 # Then tears the node down (E2E_KEEP=1 leaves it up for a look).
@@ -112,7 +113,8 @@ state() {
 member_head() {
   local ip
   ip="$(k -n "${NS}" get service "${RELEASE}-member" -o jsonpath='{.spec.clusterIP}')"
-  X curl -sf -m 5 "http://${ip}:8090/recon/descriptor" | sed -n 's/.*"boundarySeq":\([0-9]*\).*/\1/p'
+  # Empty while the member (re)starts: the callers poll.
+  { X curl -sf -m 5 "http://${ip}:8090/recon/descriptor" || true; } | sed -n 's/.*"boundarySeq":\([0-9]*\).*/\1/p'
 }
 
 # wait_current: CURRENT with everything the member has written verified,
@@ -198,6 +200,12 @@ else
   wait_current
   k -n "${NS}" get projectionrecoveries
   X kubectl-projection status -n "${NS}" || fail "kubectl projection status"
+  replay_check
+
+  say "fault: the member pod restarted (emptyDir: it rewrites its seeded log from genesis)"
+  k -n "${NS}" delete pod -l app.kubernetes.io/component=member
+  k -n "${NS}" rollout status deployment/"${RELEASE}-member" --timeout=2m >/dev/null || fail "no new member pod"
+  wait_current
   replay_check
 
   say "fault: the PostgreSQL pod deleted (emptyDir: the projection and recovery's tables are gone)"
