@@ -99,6 +99,18 @@ control-plane: ## Build (once, cached) kube-apiserver, etcd and kubectl from sou
 test: ## Run every test tier against a real kube-apiserver and PostgreSQL; ends with the time of each phase and test package.
 	HELM=$(HELM) hack/make-test.sh  # the checks, the demo smoke, then hack/test.sh (-race over the concurrent packages); test/chart runs $(HELM)
 
+.PHONY: cluster-build
+cluster-build: control-plane ## Build (once, cached) the node's kubelet, kube-proxy, controller-manager, scheduler and CoreDNS from source into bin/k8s.
+	hack/cluster-build.sh
+
+.PHONY: e2e
+e2e: $(HELM) ## As root: a single-node cluster on this machine (hack/cluster.sh), the chart's local profile installed with helm, CURRENT, replay check, faults, uninstall; torn down after (docs/e2e.md).
+	HELM=$(HELM) hack/e2e.sh
+
+.PHONY: e2e-smoke
+e2e-smoke: $(HELM) ## `make e2e` without the faults: install, CURRENT, replay check, uninstall (about a minute once built).
+	HELM=$(HELM) hack/e2e.sh --smoke
+
 .PHONY: tools
 tools: $(HELM) $(CONTROLLER_GEN) ## Build (once, cached outside the clone) helm and controller-gen.
 

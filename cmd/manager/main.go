@@ -138,7 +138,11 @@ func newFlagSet(o *options) *flag.FlagSet {
 // usage is the text of --help.
 func usage() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Usage: manager [flags]\n\nRuns the projection-recovery operator: reconciles ProjectionRecovery resources,\nmaking each scope's SQL projection provably complete again.\n\nFlags:\n")
+	fmt.Fprintf(&b, "Usage: manager [flags]\n\nRuns the projection-recovery operator: reconciles ProjectionRecovery resources,\nmaking each scope's SQL projection provably complete again.\n\n"+
+		"Subcommands:\n"+
+		"  manager migrate   apply recovery's schema to a database (the chart's migrate hook Job; manager migrate --help)\n"+
+		"  manager drain     delete a namespace's resources and wait for their finalizers (the local profile's pre-delete hook; manager drain --help)\n\n"+
+		"Flags:\n")
 	fs := newFlagSet(&options{})
 	fs.SetOutput(&b)
 	fs.PrintDefaults()
@@ -262,6 +266,9 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 func run(args []string) error {
 	if len(args) > 0 && args[0] == "migrate" {
 		return migrateMain(args[1:])
+	}
+	if len(args) > 0 && args[0] == "drain" {
+		return drainMain(args[1:])
 	}
 	o, err := parseFlags(args)
 	if err != nil {

@@ -150,7 +150,7 @@ func TestCLI_HelpExitsZero(t *testing.T) {
 			if code := mainCode([]string{arg}, &out, &errb); code != 0 {
 				t.Fatalf("exit status %d, want 0 (stderr %q)", code, errb.String())
 			}
-			for _, want := range []string{"Usage: manager", "-enable-auto-recovery", "-version", "(default \":8082\")"} {
+			for _, want := range []string{"Usage: manager", "manager migrate", "manager drain", "-enable-auto-recovery", "-version", "(default \":8082\")"} {
 				if !strings.Contains(out.String(), want) {
 					t.Fatalf("usage lacks %q:\n%s", want, out.String())
 				}

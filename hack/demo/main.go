@@ -50,6 +50,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/store"
+	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
@@ -256,7 +257,7 @@ spec:
 	liveTrades := trades
 	_ = st.Pool().QueryRow(ctx, `SELECT count(*) FROM trades WHERE scope = $1`, c.scope).Scan(&trades)
 	say("SQL now holds %d trades (the live feed had left %d)", trades, liveTrades)
-	keys, err := verifyAgainstSource(ctx, memberURL, st.Pool(), c.scope)
+	keys, err := storetest.VerifyAgainstSource(ctx, memberURL, st.Pool(), c.scope)
 	if err != nil {
 		return fmt.Errorf("the projection does not match the source: %w", err)
 	}

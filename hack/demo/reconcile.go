@@ -33,6 +33,7 @@ import (
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
@@ -188,7 +189,7 @@ func (w *walkThrough) run() error {
 		fmt.Print(out)
 	}
 
-	keys, err := verifyAgainstSource(w.ctx, w.memberURL, w.pool, w.scope)
+	keys, err := storetest.VerifyAgainstSource(w.ctx, w.memberURL, w.pool, w.scope)
 	if err != nil {
 		return fmt.Errorf("the repaired projection does not match the source: %w", err)
 	}

@@ -246,7 +246,19 @@ func Build(ctx context.Context, s Spec) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := layerTar(es, s.Created)
+	return imageOf(es, s.Created, s.Arch, "hack/image: static manager and member on an empty base", s.Version, v1.Config{
+		User:       fmt.Sprintf("%d:%d", nonrootUID, nonrootUID),
+		Entrypoint: []string{"/manager"},
+		WorkingDir: "/",
+		Env:        []string{"PATH=/", "HOME=/home/" + nonrootName, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
+		Labels:     labels(s),
+	})
+}
+
+// imageOf assembles one layer of es on an empty base with cfg: OCI media
+// types, every file and the config stamped with created.
+func imageOf(es []entry, created time.Time, arch, createdBy, comment string, cfg v1.Config) (v1.Image, error) {
+	raw, err := layerTar(es, created)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +274,7 @@ func Build(ctx context.Context, s Spec) (v1.Image, error) {
 	img, err = mutate.Append(img, mutate.Addendum{
 		Layer:     layer,
 		MediaType: types.OCILayer,
-		History:   v1.History{Created: v1.Time{Time: s.Created}, CreatedBy: "hack/image: static manager and member on an empty base", Comment: s.Version},
+		History:   v1.History{Created: v1.Time{Time: created}, CreatedBy: createdBy, Comment: comment},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("appending the layer: %w", err)
@@ -272,15 +284,9 @@ func Build(ctx context.Context, s Spec) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", s.Arch
-	cf.Created = v1.Time{Time: s.Created}
-	cf.Config = v1.Config{
-		User:       fmt.Sprintf("%d:%d", nonrootUID, nonrootUID),
-		Entrypoint: []string{"/manager"},
-		WorkingDir: "/",
-		Env:        []string{"PATH=/", "HOME=/home/" + nonrootName, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
-		Labels:     labels(s),
-	}
+	cf.OS, cf.Architecture = "linux", arch
+	cf.Created = v1.Time{Time: created}
+	cf.Config = cfg
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
 		return nil, fmt.Errorf("setting the config: %w", err)

@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -62,6 +63,8 @@ func run(args []string) error {
 	source := fs.String("source", "https://github.com/projection-recovery/projection-recovery", "source repository URL (OCI label)")
 	caFile := fs.String("ca-file", "/etc/ssl/certs/ca-certificates.crt", "CA bundle copied into the image")
 	arch := fs.String("arch", runtime.GOARCH, "GOARCH of the binaries and the image")
+	flavor := fs.String("flavor", "projection-recovery", "image to build: projection-recovery, or the e2e node's pause or postgres (docs/e2e.md)")
+	reference := fs.String("reference", "", "full image reference (default: --repository:--tag)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -81,11 +84,24 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	img, err := Build(ctx, s)
+	build, file := Build, TarballName
+	switch *flavor {
+	case "projection-recovery":
+	case "pause":
+		build, file = BuildPause, "pause.tar"
+	case "postgres":
+		build, file = BuildPostgres, "postgres.tar"
+	default:
+		return fmt.Errorf("unknown --flavor %q (projection-recovery, pause, postgres)", *flavor)
+	}
+	if *reference != "" {
+		s.Repository, s.Tag, _ = strings.Cut(*reference, ":")
+	}
+	img, err := build(ctx, s)
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(*out, TarballName)
+	path := filepath.Join(*out, file)
 	if err := Write(path, s.Reference(), img); err != nil {
 		return err
 	}

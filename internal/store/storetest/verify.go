@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package main
+package storetest
 
 import (
 	"context"
@@ -24,15 +24,15 @@ import (
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 	"github.com/projection-recovery/projection-recovery/internal/source"
-	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
-// verifyAgainstSource reads the member's whole output through the verifying
+// VerifyAgainstSource reads the member's whole output through the verifying
 // client (genesis to B) and compares every SQL position with an independent
 // replay (big.Rat arithmetic, no code shared with the operator's derivation).
-// It returns the number of keys compared.
-func verifyAgainstSource(ctx context.Context, memberURL string, pool *pgxpool.Pool, scope string) (int, error) {
+// It returns the number of keys compared. The demo and the e2e node's
+// replay check (hack/e2e/replaycheck) both prove CURRENT with it.
+func VerifyAgainstSource(ctx context.Context, memberURL string, pool *pgxpool.Pool, scope string) (int, error) {
 	cl, err := source.NewClient(source.ClientConfig{BaseURL: memberURL})
 	if err != nil {
 		return 0, err
@@ -56,7 +56,7 @@ func verifyAgainstSource(ctx context.Context, memberURL string, pool *pgxpool.Po
 		}
 		after, digest = p.ThroughSeq, p.DigestThrough
 	}
-	keys, diffs, err := storetest.ComparePositions(ctx, pool, scope, evs)
+	keys, diffs, err := ComparePositions(ctx, pool, scope, evs)
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# hack/e2e.sh: the chart on a real node (docs/e2e.md). Brings the node up
+# (hack/cluster.sh), builds and imports the images, then:
+#   1. helm install with values-auto-recovery-local.yaml into a namespace that
+#      enforces the restricted Pod Security level; every pod Ready, the
+#      migrate hook Job completed (helm waits for it);
+#   2. the sample ProjectionRecovery goes CATCHING_UP → CURRENT; kubectl and
+#      the kubectl plugin show it;
+#   3. its positions equal an independent replay of the member's log;
+#   4. (full run) the faults a cluster produces, each followed by CURRENT
+#      again and the replay check: the manager pod deleted mid catch-up;
+#      helm upgrade to two replicas with leader election, then a rollout
+#      restart during catch-up; the member pod restarted; the PostgreSQL
+#      pod deleted;
+#   5. helm uninstall while the resources exist: nothing left but the CRDs,
+#      no finalizer stuck.
+# Then tears the node down (E2E_KEEP=1 leaves it up for a look).
+#
+# Usage: HELM=bin/helm-v3.22.0 hack/e2e.sh          # everything (make e2e)
+#        HELM=bin/helm-v3.22.0 hack/e2e.sh --smoke  # install, CURRENT, replay, uninstall
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "${root}"
+HELM="${HELM:?HELM must name the helm binary (make e2e sets it)}"
+HELM="$(cd "$(dirname "${HELM}")" && pwd)/$(basename "${HELM}")"
+NS="${E2E_NAMESPACE:-e2e}"
+RELEASE=projection-recovery
+SCOPE=local
+# The member trades a bounded log (MEMBER_COMMANDS at MEMBER_RATE per second)
+# and then only serves it, so CURRENT is reached at a boundary that stays put
+# and the replay compares one settled log with one settled projection.
+# The full run trades longer, so that its faults land during catch-up.
+smoke=""
+[[ "${1:-}" == "--smoke" ]] && smoke=1
+if [[ -n "${smoke}" ]]; then
+  MEMBER_COMMANDS="${E2E_MEMBER_COMMANDS:-3000}"
+else
+  MEMBER_COMMANDS="${E2E_MEMBER_COMMANDS:-30000}"
+fi
+MEMBER_RATE="${E2E_MEMBER_RATE:-300}"
+out="${root}/bin/e2e"
+mkdir -p "${out}"
+
+t0=$(date +%s)
+say() { printf '==> [%4ss] %s\n' "$(($(date +%s) - t0))" "$*"; }
+# fail stops the run; inside a probe (probe=1, a subshell whose failure the
+# caller handles) it only says why.
+fail() {
+  if [[ -n "${probe:-}" ]]; then
+    echo "e2e: probe: $*" >&2
+    exit 1
+  fi
+  echo "e2e: FAIL: $*" >&2
+  diagnose || true
+  exit 1
+}
+X() { hack/cluster.sh exec env PATH="${root}/bin/k8s:${out}:${PATH}" "$@"; }
+k() { X kubectl "$@"; }
+
+diagnose() {
+  echo "---- pods" >&2
+  k get pods -A -o wide >&2 || true
+  k -n "${NS}" get events --sort-by=.lastTimestamp >&2 2>/dev/null | tail -30 || true
+  local p
+  for p in $(k -n "${NS}" get pods -o name 2>/dev/null); do
+    echo "---- logs ${p}" >&2
+    k -n "${NS}" logs "${p}" --all-containers --tail=30 >&2 || true
+  done
+}
+
+cleanup() {
+  if [[ -n "${E2E_KEEP:-}" ]]; then
+    echo "e2e: E2E_KEEP set: node left up; hack/cluster.sh exec kubectl ... / hack/cluster.sh down" >&2
+    return
+  fi
+  hack/cluster.sh down || true
+}
+
+say "building the node (cached) and bringing it up"
+hack/cluster.sh up >/dev/null
+trap cleanup EXIT
+say "building the images and importing them into containerd"
+pg_image="$(hack/cluster.sh images | sed -n 's/^POSTGRES_IMAGE=//p')"
+go build -o "${out}/replaycheck" ./hack/e2e/replaycheck
+go build -o "${out}/kubectl-projection" ./cmd/kubectl-projection
+
+say "helm install into namespace ${NS} (pod-security.kubernetes.io/enforce=restricted)"
+k create namespace "${NS}" >/dev/null
+k label namespace "${NS}" pod-security.kubernetes.io/enforce=restricted >/dev/null
+# --wait-for-jobs: helm returns only once the migrate hook Job has completed.
+X "${HELM}" install "${RELEASE}" charts/projection-recovery -n "${NS}" \
+  -f charts/projection-recovery/values-auto-recovery-local.yaml \
+  --set localEnvironment.postgres.image="${pg_image}" \
+  --set localEnvironment.member.maxCommands="${MEMBER_COMMANDS}" \
+  --set localEnvironment.member.rate="${MEMBER_RATE}" \
+  --wait --wait-for-jobs --timeout 5m >"${out}/helm-install.log" 2>&1 ||
+  { cat "${out}/helm-install.log" >&2; fail "helm install"; }
+say "helm install done: the migrate hook Job completed"
+k -n "${NS}" wait --for=condition=Ready pods --all --timeout=3m >/dev/null || fail "pods not Ready"
+k -n "${NS}" get pods -o wide
+
+# state prints the sample's state, verified and boundary sequence numbers.
+# The state column alone is not enough: on a failed cycle it keeps the last
+# known state (CURRENT with Ready=False, SCHEMA_MISSING after the database was
+# lost); the Ready condition says whether it was re-checked.
+state() {
+  k -n "${NS}" get projectionrecovery "${SCOPE}" \
+    -o jsonpath='{.status.state} {.status.verifiedThroughSeq} {.status.observedBoundarySeq} {.status.conditions[?(@.type=="Ready")].status} {.status.lastSuccessfulVerification} {.status.reason}' 2>/dev/null || true
+}
+
+# member_head prints the member's boundary (the end of its log).
+member_head() {
+  local ip
+  ip="$(k -n "${NS}" get service "${RELEASE}-member" -o jsonpath='{.spec.clusterIP}')"
+  # Empty while the member (re)starts: the callers poll.
+  { X curl -sf -m 5 "http://${ip}:8090/recon/descriptor" || true; } | sed -n 's/.*"boundarySeq":\([0-9]*\).*/\1/p'
+}
+
+# wait_current: CURRENT with everything the member has written verified,
+# twice in a row (the member has stopped trading), printing every state it
+# passes through.
+wait_current() {
+  local seen="" stable=0 row st v head i secs="${1:-600}" since="${2:-}"
+  say "waiting for ${SCOPE} to go CURRENT through the member's whole log (at most ${secs}s)"
+  for ((i = 0; i < secs / 2; i++)); do
+    row="$(state)"
+    st="${row%% *}"
+    if [[ -n "${st}" && "${st}" != "${seen##* }" ]]; then
+      seen="${seen} ${st}"
+      say "state ${row}"
+    fi
+    v="$(echo "${row}" | cut -d' ' -f2)"
+    head="$(member_head)"
+    # since: a verification from before a fault proves nothing after it.
+    if [[ "${st}" == CURRENT && -n "${head}" && "${v}" == "${head}" && "$(echo "${row}" | cut -d' ' -f4)" == True &&
+      ! "$(echo "${row}" | cut -d' ' -f5)" < "${since}" ]]; then
+      stable=$((stable + 1))
+      ((stable >= 2)) && break
+    else
+      stable=0
+    fi
+    sleep 2
+  done
+  ((stable >= 2)) || fail "${SCOPE} not CURRENT through the member's log (last: ${row}, member at ${head:-?}; states seen:${seen})"
+  say "CURRENT at ${v}, the member's whole log (states seen:${seen})"
+}
+
+# replay_check: the projection's positions equal an independent replay of
+# the member's whole log (the demo's check).
+replay_check() {
+  local pw pg_ip member_ip
+  say "replay check: the projection's positions against an independent replay of the member's log"
+  pw="$(k -n "${NS}" get secret "${RELEASE}-postgres" -o jsonpath='{.data.password}' | base64 -d)"
+  pg_ip="$(k -n "${NS}" get service "${RELEASE}-postgres" -o jsonpath='{.spec.clusterIP}')"
+  member_ip="$(k -n "${NS}" get service "${RELEASE}-member" -o jsonpath='{.spec.clusterIP}')"
+  X replaycheck --member "http://${member_ip}:8090" --scope "${SCOPE}" \
+    --dsn "postgres://postgres:${pw}@${pg_ip}:5432/projection?sslmode=disable" | tee "${out}/replay.log" ||
+    fail "replay check"
+  grep -qE '^==> all [0-9]+ position keys equal an independent replay' "${out}/replay.log" || fail "replay check"
+}
+
+# wait_catching_up: until the member's log is ahead of what the sample has
+# verified (the member is still trading: the manager has pages to apply).
+wait_catching_up() {
+  local row v head i
+  for ((i = 0; i < 120; i++)); do
+    row="$(state)"
+    v="$(echo "${row}" | cut -d' ' -f2)"
+    head="$(member_head)"
+    if [[ -n "${v}" && -n "${head}" && "${v}" -lt "${head}" ]]; then
+      say "mid catch-up: verified ${v}, the member's log at ${head}"
+      return 0
+    fi
+    sleep 0.5
+  done
+  fail "never saw ${SCOPE} behind the member's log (last: ${row}, member at ${head:-?})"
+}
+
+if [[ -n "${smoke}" ]]; then
+  wait_current
+  k -n "${NS}" get projectionrecoveries
+  X kubectl-projection status -n "${NS}" || fail "kubectl projection status"
+  replay_check
+else
+  say "fault: the manager pod deleted mid catch-up"
+  wait_catching_up
+  k -n "${NS}" delete pod -l app.kubernetes.io/name=projection-recovery,app.kubernetes.io/instance="${RELEASE}" --wait=false
+  k -n "${NS}" rollout status deployment/"${RELEASE}" --timeout=2m >/dev/null || fail "no new manager pod"
+
+  say "fault: helm upgrade to two replicas with leader election, then a rollout restart mid catch-up"
+  X "${HELM}" upgrade "${RELEASE}" charts/projection-recovery -n "${NS}" --reuse-values \
+    --set replicaCount=2 --set leaderElection.enabled=true --set podDisruptionBudget.enabled=true \
+    --wait --wait-for-jobs --timeout 5m >"${out}/helm-upgrade.log" 2>&1 ||
+    { cat "${out}/helm-upgrade.log" >&2; fail "helm upgrade"; }
+  k -n "${NS}" get pdb,lease -o name
+  wait_catching_up
+  k -n "${NS}" rollout restart deployment/"${RELEASE}"
+  k -n "${NS}" rollout status deployment/"${RELEASE}" --timeout=3m >/dev/null || fail "rollout restart"
+  wait_current
+  k -n "${NS}" get projectionrecoveries
+  X kubectl-projection status -n "${NS}" || fail "kubectl projection status"
+  replay_check
+
+  say "fault: the member pod restarted (emptyDir: it rewrites its seeded log from genesis)"
+  k -n "${NS}" delete pod -l app.kubernetes.io/component=member
+  k -n "${NS}" rollout status deployment/"${RELEASE}-member" --timeout=2m >/dev/null || fail "no new member pod"
+  wait_current
+  replay_check
+
+  say "fault: the PostgreSQL pod deleted (emptyDir: the projection and recovery's tables are gone)"
+  k -n "${NS}" delete pod -l app.kubernetes.io/component=postgres
+  k -n "${NS}" rollout status deployment/"${RELEASE}-postgres" --timeout=2m >/dev/null || fail "no new PostgreSQL pod"
+  replaced="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  # Known (docs/e2e.md): a running manager applies recovery's schema only
+  # when it starts, so a replaced database stays SCHEMA_MISSING until the
+  # manager restarts. Give it a minute on its own, then restart it.
+  if ! (probe=1 wait_current 60 "${replaced}"); then
+    say "KNOWN ISSUE: still not CURRENT after the database was replaced ($(state)); restarting the manager"
+    k -n "${NS}" rollout restart deployment/"${RELEASE}"
+    k -n "${NS}" rollout status deployment/"${RELEASE}" --timeout=3m >/dev/null || fail "rollout restart"
+    wait_current 300 "${replaced}"
+  fi
+  replay_check
+fi
+
+say "helm uninstall while the resources exist"
+X "${HELM}" uninstall "${RELEASE}" -n "${NS}" --wait --timeout 3m || fail "helm uninstall"
+for ((i = 0; i < 60; i++)); do
+  left="$(k -n "${NS}" get all,configmaps,secrets,serviceaccounts,roles,rolebindings,networkpolicies,poddisruptionbudgets,jobs,projectionrecoveries,projectionreconciliations \
+    -o name 2>/dev/null | grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' || true)"
+  [[ -z "${left}" ]] && break
+  sleep 2
+done
+[[ -z "${left}" ]] || fail "left behind after helm uninstall:"$'\n'"${left}"
+cluster_left="$(k get clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings -o name | grep -i projection || true)"
+[[ -z "${cluster_left}" ]] || fail "cluster-scoped objects left behind after helm uninstall:"$'\n'"${cluster_left}"
+k get crd projectionrecoveries.recovery.projection.io >/dev/null || fail "the CRDs should stay (README)"
+say "uninstalled: nothing left but the CRDs"
+say "PASS: e2e${smoke:+ smoke} in $(($(date +%s) - t0))s"
