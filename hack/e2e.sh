@@ -228,6 +228,7 @@ else
   grep '^projection_recovery_verified_through_seq{' "${out}/metrics.txt" | head -1
   say "completeness: $(tr -s " \n" " " <"${out}/completeness.json" | head -c 240)"
   k delete clusterrolebinding e2e-reader-metrics e2e-reader-completeness >/dev/null
+  k -n "${NS}" delete serviceaccount e2e-reader >/dev/null
 
   say "fault: the member pod restarted (emptyDir: it rewrites its seeded log from genesis)"
   k -n "${NS}" delete pod -l app.kubernetes.io/component=member
