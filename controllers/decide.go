@@ -35,7 +35,7 @@ import (
 // a scope with a long backlog goes behind every scope already waiting and
 // cannot monopolise a worker (TestEnvtest_LongBacklogDoesNotStarveOthers).
 // It is short because every pause is lost catch-up time (200 ms between
-// cycles of 20 pages cost a third of an end-to-end catch-up, issue 12), and
+// cycles of 20 pages cost a third of an end-to-end catch-up), and
 // not zero because a zero RequeueAfter is no requeue at all, and because the
 // next cycle reads the resource from the cache: a few milliseconds let the
 // cache see the status just written, so that cycle's own status write does

@@ -80,19 +80,11 @@ func (r *ProjectionReconciliationReconciler) computeStatus(s *reconScope) {
 }
 
 // writeStatus writes status once, only when it changed, with the optimistic
-// lock of the resourceVersion read. After an apply or a rollback the
-// outcome MUST reach status (it is what stops a resync from executing the
-// approval again), so a conflict there is retried on a fresh read with
-// this reconcile's status: only this controller writes status.
-//
-// The fresh read must be the same object (same UID). One deleted and
-// recreated under its name meanwhile (a scheduled reconciliation is
-// recreated at once) never carried this approval: writing the outcome there
-// would report an apply it never asked for. The write is then dropped with
-// NotFound (the object it was for is gone; the audit trail in SQL keeps the
-// outcome), and the new object is reconciled on its own. A refusal is
-// not written over an outcome another writer recorded since the read
-// (outcomeSuperseded).
+// lock of the read. An apply's or rollback's outcome must land (it stops a
+// resync from executing the approval again): a conflict is retried on a
+// fresh read of the same object (same UID), never of one recreated under
+// its name, and a refusal never replaces an outcome another writer
+// recorded since the read (outcomeSuperseded).
 func (r *ProjectionReconciliationReconciler) writeStatus(ctx context.Context, before, after *recoveryv1.ProjectionReconciliation, mustLand bool) error {
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil

@@ -28,7 +28,7 @@ import (
 
 // carriedUnit is the first unit of a scope's next cycle: the pages after the
 // unit that spends a cycle's page budget, fetched, verified and merged while
-// that unit commits, and kept between the two cycles (issue 12, goal 2).
+// that unit commits, and kept between the two cycles.
 // Without it every cycle of a catch-up began by waiting for the member and
 // the verification of its pages (about 100 ms a cycle, a third of what the
 // manager added to the store's own time at 1,000,000 events), and ended with

@@ -26,11 +26,10 @@ import (
 // pageAhead is the next unit of a cycle: the pages after the current unit,
 // fetched from the member one after the other and verified
 // (store.PreparePage: identity, ordering, decoding, the chain) and merged
-// into one unit (store.PreparedPage.Merge) while the current unit commits
-// (issue 12, goal 2): the member, the verification and the merge then
-// overlap with PostgreSQL's work instead of following it, and the store may
-// commit the unit in fewer, longer write slices than page by page (issue
-// 12, goal 1).
+// into one unit (store.PreparedPage.Merge) while the current unit commits:
+// the member, the verification and the merge then overlap with PostgreSQL's
+// work instead of following it, and the store may commit the unit in fewer,
+// longer write slices than page by page.
 //
 // The first page is fetched from the cursor the current unit will leave when
 // it commits whole: (its through, its digest-through); each following page

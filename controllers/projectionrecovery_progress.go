@@ -119,7 +119,7 @@ func progressFor(perSecond float64, st *recoveryv1.ProjectionRecoveryStatus) *re
 	return p
 }
 
-// updateProgress sets status.progress (issue 12 item 9) after the cycle: a
+// updateProgress sets status.progress after the cycle: a
 // scope CATCHING_UP gets the rate its cursor showed over the window (status
 // keeps the last figure while the window is too short); any other state
 // clears it, so a CURRENT scope's status does not change at every cycle.

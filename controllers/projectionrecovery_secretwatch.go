@@ -36,7 +36,7 @@ import (
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 )
 
-// Secret watch (issue 12, goal 5): with WatchSecrets, an idle cycle reads no
+// Secret watch: with WatchSecrets, an idle cycle reads no
 // Secret from the API server. The manager keeps a metadata-only informer of
 // the Secrets it may read (names and resourceVersions, never data) and, per
 // referenced key, the value it last read with the resourceVersion it was read

@@ -181,9 +181,6 @@ func (h *synthHistory) End() SourceSide {
 // collector's pacing. Materialised, the larger history alone would be
 // ~150 MB.
 func TestDetectHistory_HeapDoesNotGrowWithHistory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("streams 250,000 events")
-	}
 	peak := func(cmds int) (uint64, *Report) {
 		h := &synthHistory{cmds: cmds, pageSeqs: 500, sampleEvery: 10}
 		s := &Snapshot{Scope: fxScope, Now: fxNow, StaleAfter: 5 * time.Minute,

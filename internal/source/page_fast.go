@@ -39,7 +39,7 @@ func decodePage(body []byte) (pageBody, error) {
 // of the default size decoded through encoding/json cost about 6 µs per
 // event (validation pass, reflection, a base64 buffer per event): the
 // manager's largest CPU cost in a catch-up on a 2-core machine where
-// PostgreSQL needs the other core (issue 12, goal 2).
+// PostgreSQL needs the other core.
 //
 // It accepts the body only when json.Unmarshal into pageBody would succeed
 // with the same value, and declines (false) everything else, which the

@@ -23,7 +23,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/source"
 )
 
-// Write slices (issue 14, docs/live-writes.md). A fetched page commits in
+// Write slices (docs/live-writes.md). A fetched page commits in
 // slices, each one transaction under the projection write lock that the
 // live projector also takes for every write. The lock is released between
 // slices, so a live write waits for one slice at most. While live writes

@@ -136,7 +136,7 @@ func WriteLock(ctx context.Context, tx pgx.Tx, scope string) error {
 const WriteLockSQL = `SELECT pg_advisory_xact_lock(` + writeLockKeySQL + `)`
 
 // KeyLocks takes the projection write lock of scope per key, for the rest of
-// tx (issue 14, docs/live-writes.md): the scope's lock SHARED, then an
+// tx (docs/live-writes.md): the scope's lock SHARED, then an
 // exclusive lock per position key (account, instrument) the transaction
 // writes or decides on, in ascending lock id. A write slice takes it for the
 // keys of its events (trade legs, order versions, openings), and the live

@@ -37,7 +37,7 @@ type Checked struct {
 	Keys, Trades, OrderVersions, Notifications, OutboxKeys int
 }
 
-// check runs every post-condition of issue 13 item 2 on every schedule.
+// check runs every post-condition of the soak on every schedule.
 func (b *Batch) check(ctx context.Context) {
 	if err := b.awaitOutboxDrained(ctx, 60*time.Second); err != nil {
 		b.fail("%v", err)

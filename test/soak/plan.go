@@ -22,7 +22,7 @@ import (
 	"time"
 )
 
-// FaultKind names one kind of fault the soak injects (issue 13, item 1).
+// FaultKind names one kind of fault the soak injects.
 type FaultKind string
 
 const (
