@@ -240,6 +240,20 @@ func (c *Connections) ensureSchema(ctx context.Context, key string, p *pooledSto
 	return nil
 }
 
+// SchemaLost forgets that dsn's schema step succeeded, so the next Store
+// call runs it again. A cycle calls it when the database answers
+// SCHEMA_MISSING after the step had passed: the database was replaced or
+// restored from a dump without recovery's tables. Without it the cached
+// success would stand for the life of the manager, and a manager allowed to
+// apply the schema would report SCHEMA_MISSING until restarted.
+func (c *Connections) SchemaLost(dsn string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.stores[credentialKey(dsn)]; ok {
+		p.schemaOK.Store(false)
+	}
+}
+
 // Start records the manager's lifetime for the outbox publishers and blocks
 // until it ends (a manager.Runnable).
 func (c *Connections) Start(ctx context.Context) error {

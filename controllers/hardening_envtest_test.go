@@ -468,3 +468,37 @@ func TestEnvtest_SchemaMissingStalls(t *testing.T) {
 		t.Fatalf("Stalled = %+v, want True saying to run `manager migrate`", c)
 	}
 }
+
+// TestEnvtest_ReplacedDatabaseGetsTheSchemaAgain: a manager allowed to apply
+// the schema finds recovery's tables gone under a CURRENT scope (the database
+// was replaced, or restored without them). It applies the schema again and
+// re-verifies from genesis on its own, without a restart; the earlier success
+// of its schema step must not stand for the new database.
+func TestEnvtest_ReplacedDatabaseGetsTheSchemaAgain(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFixture(t, "replaced", 60, 0.2)
+	f.dsn = f.pool.Config().ConnString() // the schema owner: may create recovery's tables
+	lbl, sel := shard(t, "replaced")
+	stop, _, err := startManager("replaced", sel, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	obj := f.recovery(ns, "replaced", lbl, func(s *recoveryv1.ProjectionRecoverySpec) {
+		s.Interval = &metav1.Duration{Duration: time.Second}
+	})
+	waitState(t, ns, obj.Name, 90*time.Second, "CURRENT", isCurrentAt(f.boundary()))
+
+	if _, err := f.pool.Exec(context.Background(), `DROP TABLE projection_catchup_cursor, projection_catchup_lease,
+projection_recovery_schema_version CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, ns, obj.Name, 30*time.Second, "the missing schema reported", func(o *recoveryv1.ProjectionRecovery) bool {
+		return o.Status.Reason == string(codes.SchemaMissing)
+	})
+	waitState(t, ns, obj.Name, 60*time.Second, "CURRENT again, re-verified", func(o *recoveryv1.ProjectionRecovery) bool {
+		ready := meta.FindStatusCondition(o.Status.Conditions, recoveryv1.ConditionReady)
+		return isCurrentAt(f.boundary())(o) && o.Status.Reason == "" && ready != nil && ready.Status == metav1.ConditionTrue
+	})
+	storetest.AssertPositions(t, f.pool, f.scope, f.allEvents())
+}

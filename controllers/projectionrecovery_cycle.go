@@ -124,6 +124,9 @@ func (r *ProjectionRecoveryReconciler) runCycle(ctx context.Context, s *recovery
 	// the selected run, re-checked at every cycle, idle or not (FR-APR09).
 	cur, run, err := st.ReadScope(ctx, spec.Scope)
 	if err != nil {
+		if codes.Of(err) == codes.SchemaMissing {
+			r.Connections.SchemaLost(s.secrets.dsn)
+		}
 		return fail(cycleResult{}, err)
 	}
 	res := cycleResult{cursor: cur, cursorRead: true, boundary: cur.LastObservedBoundarySeq, frozen: frozenSeq(run)}
