@@ -74,6 +74,10 @@ verify-reconciliation: ## Fail when an invariant is unwired, detection/planning 
 verify-requirements: ## Fail when a requirement id cited in code or tests is not in docs/requirements.md.
 	hack/verify-requirements.sh
 
+.PHONY: verify-docs
+verify-docs: ## Fail on a dead relative link in README.md, CONTRIBUTING.md or docs/, a requirement id or issue number on the landing pages, or a README test command .ci/run does not run.
+	hack/verify-docs.sh
+
 .PHONY: build
 build: ## Build the manager, the reference member and the kubectl plugin (bin/kubectl-projection).
 	go build -ldflags "$(LDFLAGS)" -o $(LOCALBIN)/manager ./cmd/manager
