@@ -26,7 +26,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "${root}"
 HELM="${HELM:?HELM must name the helm binary (make e2e sets it)}"
 HELM="$(cd "$(dirname "${HELM}")" && pwd)/$(basename "${HELM}")"
-NS="${E2E_NAMESPACE:-e2e}"
+# The namespace and names docs/install.md uses: the guide's blocks run here as written.
+NS=projection-recovery
 RELEASE=projection-recovery
 SCOPE=local
 # The member trades a bounded log (MEMBER_COMMANDS at MEMBER_RATE per second)
@@ -38,7 +39,7 @@ smoke=""
 if [[ -n "${smoke}" ]]; then
   MEMBER_COMMANDS="${E2E_MEMBER_COMMANDS:-3000}"
 else
-  MEMBER_COMMANDS="${E2E_MEMBER_COMMANDS:-30000}"
+  MEMBER_COMMANDS="${E2E_MEMBER_COMMANDS:-45000}"
 fi
 MEMBER_RATE="${E2E_MEMBER_RATE:-300}"
 out="${root}/bin/e2e"
@@ -59,6 +60,25 @@ fail() {
 }
 X() { hack/cluster.sh exec env PATH="${root}/bin/k8s:${out}:${PATH}" "$@"; }
 k() { X kubectl "$@"; }
+
+# guide NAME [lenient]: runs the block of docs/install.md marked
+# `<!-- e2e: NAME -->` as written (strict: stops at the first failing
+# command), with the node's kubectl, helm and plugin. What the node needs
+# beyond the guide is added here, visibly: helm install and upgrade get
+# E2E_HELM_SETS (the locally built PostgreSQL image, the member's bounded
+# trading); kubectl gets --as E2E_AS (the person the guide has in mind).
+guide() {
+  local name="$1" block flags="-euo pipefail"
+  [[ "${2:-}" == lenient ]] && flags="-uo pipefail"
+  block="$(awk -v m="<!-- e2e: ${name} -->" '$0 == m { f = 1; next } f && /^```/ { if (++n == 2) exit; next } f && n == 1 { print }' docs/install.md)"
+  [[ -n "${block}" ]] || fail "docs/install.md has no block marked e2e: ${name}"
+  say "docs/install.md, ${name}${E2E_AS:+ (as ${E2E_AS})}:"
+  sed 's/^/    $ /' <<<"${block}"
+  X env E2E_AS="${E2E_AS:-}" E2E_HELM_SETS="${E2E_HELM_SETS}" bash ${flags} -c '
+helm() { case "$1" in install | upgrade) command helm "$@" ${E2E_HELM_SETS} ;; *) command helm "$@" ;; esac; }
+kubectl() { command kubectl "$@" ${E2E_AS:+--as=${E2E_AS}}; }
+'"${block}" || fail "docs/install.md, ${name}: a command failed"
+}
 
 diagnose() {
   echo "---- pods" >&2
@@ -86,20 +106,12 @@ say "building the images and importing them into containerd"
 pg_image="$(hack/cluster.sh images | sed -n 's/^POSTGRES_IMAGE=//p')"
 go build -o "${out}/replaycheck" ./hack/e2e/replaycheck
 go build -o "${out}/kubectl-projection" ./cmd/kubectl-projection
+go build -o "${out}/kstatuscheck" ./hack/e2e/kstatuscheck
+ln -sf "${HELM}" "${out}/helm"
+E2E_HELM_SETS="--set localEnvironment.postgres.image=${pg_image} --set localEnvironment.member.maxCommands=${MEMBER_COMMANDS} --set localEnvironment.member.rate=${MEMBER_RATE} --timeout 5m"
 
-say "helm install into namespace ${NS} (pod-security.kubernetes.io/enforce=restricted)"
-k create namespace "${NS}" >/dev/null
-k label namespace "${NS}" pod-security.kubernetes.io/enforce=restricted >/dev/null
-# --wait-for-jobs: helm returns only once the migrate hook Job has completed.
-X "${HELM}" install "${RELEASE}" charts/projection-recovery -n "${NS}" \
-  -f charts/projection-recovery/values-auto-recovery-local.yaml \
-  --set localEnvironment.postgres.image="${pg_image}" \
-  --set localEnvironment.member.maxCommands="${MEMBER_COMMANDS}" \
-  --set localEnvironment.member.rate="${MEMBER_RATE}" \
-  --wait --wait-for-jobs --timeout 5m >"${out}/helm-install.log" 2>&1 ||
-  { cat "${out}/helm-install.log" >&2; fail "helm install"; }
-say "helm install done: the migrate hook Job completed"
-k -n "${NS}" wait --for=condition=Ready pods --all --timeout=3m >/dev/null || fail "pods not Ready"
+guide local-install
+say "helm install done: the migrate hook Job completed, the sample Ready"
 k -n "${NS}" get pods -o wide
 
 # state prints the sample's state, verified and boundary sequence numbers.
@@ -162,6 +174,38 @@ replay_check() {
   grep -qE '^==> all [0-9]+ position keys equal an independent replay' "${out}/replay.log" || fail "replay check"
 }
 
+# kstatus_check: every object of the release Current, as GitOps tools read it.
+kstatus_check() {
+  say "kstatus: every object of the release"
+  X "${HELM}" get manifest "${RELEASE}" -n "${NS}" | X kstatuscheck -n "${NS}" --timeout 3m >"${out}/kstatus.log" 2>&1 ||
+    { cat "${out}/kstatus.log" >&2; fail "kstatus: not every object of the release is Current"; }
+  tail -1 "${out}/kstatus.log"
+}
+
+# psql_local runs SQL on the profile's PostgreSQL as its owner.
+psql_local() {
+  local pw pg_ip
+  pw="$(k -n "${NS}" get secret "${RELEASE}-postgres" -o jsonpath='{.data.password}' | base64 -d)"
+  pg_ip="$(k -n "${NS}" get service "${RELEASE}-postgres" -o jsonpath='{.spec.clusterIP}')"
+  X psql -X -q -t -A -v ON_ERROR_STOP=1 "postgres://postgres:${pw}@${pg_ip}:5432/projection?sslmode=disable" -c "$1"
+}
+
+# leader: the holder of the manager's leader-election Lease, checked to be a
+# running manager pod of the release.
+leader() {
+  local holder pods
+  holder="$(k -n "${NS}" get lease -o jsonpath='{range .items[*]}{.spec.holderIdentity}{"\n"}{end}' | grep -v '^$' | head -1)"
+  pods="$(k -n "${NS}" get pods -l app.kubernetes.io/name=projection-recovery,app.kubernetes.io/instance="${RELEASE}" \
+    --field-selector=status.phase=Running -o jsonpath='{.items[*].metadata.name}')"
+  for p in ${pods}; do
+    if [[ "${holder}" == "${p}"* ]]; then
+      echo "${p}"
+      return 0
+    fi
+  done
+  return 1
+}
+
 # wait_catching_up: until the member's log is ahead of what the sample has
 # verified (the member is still trading: the manager has pages to apply).
 wait_catching_up() {
@@ -183,6 +227,7 @@ if [[ -n "${smoke}" ]]; then
   wait_current
   k -n "${NS}" get projectionrecoveries
   X kubectl-projection status -n "${NS}" || fail "kubectl projection status"
+  kstatus_check
   replay_check
 else
   say "fault: the manager pod deleted mid catch-up"
@@ -191,25 +236,31 @@ else
   k -n "${NS}" rollout status deployment/"${RELEASE}" --timeout=2m >/dev/null || fail "no new manager pod"
 
   say "fault: helm upgrade to two replicas with leader election, then a rollout restart mid catch-up"
-  X "${HELM}" upgrade "${RELEASE}" charts/projection-recovery -n "${NS}" --reuse-values \
-    --set replicaCount=2 --set leaderElection.enabled=true --set podDisruptionBudget.enabled=true \
-    --set metrics.secure=true \
-    --wait --wait-for-jobs --timeout 5m >"${out}/helm-upgrade.log" 2>&1 ||
-    { cat "${out}/helm-upgrade.log" >&2; fail "helm upgrade"; }
+  guide upgrade
   k -n "${NS}" get pdb,lease -o name
+  [[ "$(k -n "${NS}" get deployment "${RELEASE}" -o jsonpath='{.status.readyReplicas}')" == 2 ]] || fail "two manager replicas not Ready"
+  first="$(leader)" || fail "no running manager pod holds the leader Lease"
+  say "leader: ${first} (one of two replicas)"
   wait_catching_up
   k -n "${NS}" rollout restart deployment/"${RELEASE}"
   k -n "${NS}" rollout status deployment/"${RELEASE}" --timeout=3m >/dev/null || fail "rollout restart"
+  for ((i = 0; i < 60; i++)); do
+    now="$(leader)" && [[ "${now}" != "${first}" ]] && break
+    sleep 2
+  done
+  [[ -n "${now:-}" && "${now}" != "${first}" ]] || fail "the leader Lease did not pass to a new pod after the rollout (holder ${now:-none})"
+  say "leader after the rollout: ${now}"
   wait_current
   k -n "${NS}" get projectionrecoveries
   X kubectl-projection status -n "${NS}" || fail "kubectl projection status"
+  kstatus_check
   replay_check
 
   say "metrics and completeness through the Service, with a reader's token (metrics.secure)"
-  k -n "${NS}" create serviceaccount e2e-reader >/dev/null
-  k create clusterrolebinding e2e-reader-metrics --clusterrole="${RELEASE}-metrics-reader" --serviceaccount="${NS}:e2e-reader" >/dev/null
-  k create clusterrolebinding e2e-reader-completeness --clusterrole="${RELEASE}-completeness-reader" --serviceaccount="${NS}:e2e-reader" >/dev/null
-  token="$(k -n "${NS}" create token e2e-reader)"
+  k create namespace monitoring >/dev/null
+  k -n monitoring create serviceaccount prometheus >/dev/null
+  guide metrics-reader
+  token="$(k -n monitoring create token prometheus)"
   svc="$(k -n "${NS}" get service "${RELEASE}" -o jsonpath='{.spec.clusterIP}')"
   code="$(X curl -sk -o /dev/null -w '%{http_code}' -m 10 "https://${svc}:8080/metrics" || true)"
   [[ "${code}" == 401 ]] || fail "metrics without a token answered ${code}, want 401"
@@ -227,8 +278,44 @@ else
   [[ -n "${ok}" ]] || fail "metrics or the completeness endpoint refused the reader's token"
   grep '^projection_recovery_verified_through_seq{' "${out}/metrics.txt" | head -1
   say "completeness: $(tr -s " \n" " " <"${out}/completeness.json" | head -c 240)"
-  k delete clusterrolebinding e2e-reader-metrics e2e-reader-completeness >/dev/null
-  k -n "${NS}" delete serviceaccount e2e-reader >/dev/null
+  k delete clusterrolebinding prometheus-projection-metrics prometheus-projection-completeness >/dev/null
+  k delete namespace monitoring --wait=false >/dev/null
+
+  say "a repair approved through the chart's roles and admission policy"
+  # Two people: bob edits (the built-in edit role, which aggregates the
+  # chart's), alice approves (the chart's approver role, bound here).
+  guide approver
+  # Drift no live write explains: a position's average cost nudged and a
+  # retained trade deleted.
+  psql_local "UPDATE positions SET avg_cost = avg_cost + 1 WHERE scope = '${SCOPE}' AND (account, instrument) =
+    (SELECT account, instrument FROM positions WHERE scope = '${SCOPE}' AND quantity <> 0 ORDER BY account, instrument LIMIT 1)" >/dev/null
+  gone="$(psql_local "DELETE FROM trades WHERE scope = '${SCOPE}' AND trade_id = (SELECT trade_id FROM trades
+    WHERE scope = '${SCOPE}' AND seq IS NOT NULL ORDER BY seq LIMIT 1 OFFSET 3) RETURNING trade_id")"
+  [[ -n "${gone}" ]] || fail "no trade to delete"
+  if (probe=1 replay_check) >/dev/null 2>&1; then fail "the replay check passed with a nudged position"; fi
+  E2E_AS=bob guide reconciliation
+  plan="$(k -n "${NS}" get projectionreconciliation "${SCOPE}-repair" -o jsonpath='{.status.plan.planId}')"
+  [[ -n "${plan}" ]] || fail "no repair plan"
+  E2E_AS=alice guide review lenient >"${out}/review.txt" 2>&1
+  sed -n '/ plan /,$p' "${out}/review.txt" | head -60
+  grep -q "restore_trade.*trade_id=${gone}" "${out}/review.txt" || fail "the plan does not restore trade ${gone}"
+  set +e
+  X kubectl-projection approve "${SCOPE}-repair" -n "${NS}" --plan-id "${plan}" --as bob >"${out}/approve-bob.txt" 2>&1
+  rc=$?
+  set -e
+  [[ "${rc}" == 3 ]] || { cat "${out}/approve-bob.txt" >&2; fail "bob's approval: exit ${rc}, want 3 (refused)"; }
+  say "bob (edit) refused: $(tail -1 "${out}/approve-bob.txt")"
+  [[ -z "$(k -n "${NS}" get projectionreconciliation "${SCOPE}-repair" -o jsonpath='{.spec.approval}')" ]] || fail "bob's approval was stored"
+  E2E_AS=alice guide approve <<<"${plan}"
+  result="$(k -n "${NS}" get projectionreconciliation "${SCOPE}-repair" \
+    -o jsonpath='{.status.outcome.planId} {.status.outcome.result} {.status.outcome.applied} {.status.outcome.verified} {.status.outcome.stillDrifting} {.status.outcome.approver}')"
+  read -r _ res applied verified drifting approver <<<"${result}"
+  [[ "${res}" == ok && "${applied}" -gt 0 && "${verified}" == "${applied}" && "${drifting}" == 0 && "${approver}" == alice ]] ||
+    fail "apply outcome: ${result:-none}, want ok, every applied action verified, approved by alice"
+  say "alice's approval applied ${applied} actions, ${verified} verified"
+  [[ "$(psql_local "SELECT count(*) FROM trades WHERE scope = '${SCOPE}' AND trade_id = '${gone}'")" == 1 ]] || fail "trade ${gone} not restored"
+  replay_check
+  k -n "${NS}" delete rolebinding bob-edits alice-views alice-approves >/dev/null
 
   say "fault: the member pod restarted (emptyDir: it rewrites its seeded log from genesis)"
   k -n "${NS}" delete pod -l app.kubernetes.io/component=member
@@ -246,8 +333,13 @@ else
   replay_check
 fi
 
-say "helm uninstall while the resources exist"
-X "${HELM}" uninstall "${RELEASE}" -n "${NS}" --wait --timeout 3m || fail "helm uninstall"
+if [[ -n "${smoke}" ]]; then
+  say "uninstall: the resources first, then the release"
+  guide uninstall
+else
+  say "helm uninstall while the resources exist (the profile's drain hook releases them)"
+  guide uninstall-local
+fi
 for ((i = 0; i < 60; i++)); do
   left="$(k -n "${NS}" get all,configmaps,secrets,serviceaccounts,roles,rolebindings,networkpolicies,poddisruptionbudgets,jobs,projectionrecoveries,projectionreconciliations \
     -o name 2>/dev/null | grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' || true)"

@@ -39,8 +39,9 @@ import (
 
 const drainUsage = `Usage: manager drain --namespace NAMESPACE [--selector LABELS] [--timeout DURATION]
 
-Deletes the ProjectionReconciliations and ProjectionRecoveries of NAMESPACE
-that match LABELS, then waits until they are gone: until the running manager
+Deletes the ProjectionRecoveries of NAMESPACE that match LABELS, and the
+ProjectionReconciliations that match LABELS or reconcile one of those
+recoveries, then waits until they are gone: until the running manager
 has released each scope's PostgreSQL lease and removed its finalizer. The
 chart's auto-recovery-local profile runs it as a pre-delete hook, so that
 helm uninstall deletes the profile's own resources while the manager and
@@ -97,15 +98,24 @@ func runDrain(ctx context.Context, config func() (*rest.Config, error), args []s
 
 	match := []client.ListOption{client.InNamespace(*ns), client.MatchingLabelsSelector{Selector: selector}}
 	// Reconciliations first: a running one holds its scope's lease, and the
-	// recovery's finalizer waits for it.
-	for _, obj := range []client.Object{&recoveryv1.ProjectionReconciliation{}, &recoveryv1.ProjectionRecovery{}} {
-		opts := []client.DeleteAllOfOption{client.InNamespace(*ns), client.MatchingLabelsSelector{Selector: selector}}
-		if err := c.DeleteAllOf(ctx, obj, opts...); err != nil {
-			return fmt.Errorf("drain: deleting %T in %s: %w", obj, *ns, err)
+	// recovery's finalizer waits for it. That includes the ones a person
+	// created for a selected recovery without the release's labels: left
+	// behind, they would outlive their recovery and could hold its lease.
+	recons, err := bound(ctx, c, *ns, match)
+	if err != nil {
+		return fmt.Errorf("drain: listing in %s: %w", *ns, err)
+	}
+	for i := range recons {
+		if err := c.Delete(ctx, &recons[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("drain: deleting projectionreconciliation/%s in %s: %w", recons[i].Name, *ns, err)
 		}
 	}
+	opts := []client.DeleteAllOfOption{client.InNamespace(*ns), client.MatchingLabelsSelector{Selector: selector}}
+	if err := c.DeleteAllOf(ctx, &recoveryv1.ProjectionRecovery{}, opts...); err != nil {
+		return fmt.Errorf("drain: deleting ProjectionRecoveries in %s: %w", *ns, err)
+	}
 	for {
-		left, err := remaining(ctx, c, match)
+		left, err := remaining(ctx, c, *ns, recons, match)
 		if err == nil && len(left) == 0 {
 			fmt.Fprintf(out, "drain: no ProjectionReconciliation or ProjectionRecovery left in %s\n", *ns)
 			return nil
@@ -122,15 +132,49 @@ func runDrain(ctx context.Context, config func() (*rest.Config, error), args []s
 	}
 }
 
-// remaining names the matching resources that still exist.
-func remaining(ctx context.Context, c client.Client, match []client.ListOption) ([]string, error) {
-	var names []string
-	var recons recoveryv1.ProjectionReconciliationList
-	if err := c.List(ctx, &recons, match...); err != nil {
+// bound lists the reconciliations drain deletes: those matching the
+// selector, and those whose recoveryRef names a matching recovery.
+func bound(ctx context.Context, c client.Client, ns string, match []client.ListOption) ([]recoveryv1.ProjectionReconciliation, error) {
+	var recs recoveryv1.ProjectionRecoveryList
+	if err := c.List(ctx, &recs, match...); err != nil {
 		return nil, err
 	}
-	for _, r := range recons.Items {
-		names = append(names, "projectionreconciliation/"+r.Name)
+	selected := make(map[string]bool, len(recs.Items))
+	for _, r := range recs.Items {
+		selected[r.Name] = true
+	}
+	var labelled, all recoveryv1.ProjectionReconciliationList
+	if err := c.List(ctx, &labelled, match...); err != nil {
+		return nil, err
+	}
+	if err := c.List(ctx, &all, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	out := labelled.Items
+	seen := make(map[string]bool, len(out))
+	for _, r := range out {
+		seen[r.Name] = true
+	}
+	for _, r := range all.Items {
+		if !seen[r.Name] && selected[r.Spec.RecoveryRef.Name] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// remaining names the resources drain deleted that still exist: the
+// reconciliations it deleted (by name: once their recovery is gone, its
+// name no longer selects them) and the matching recoveries.
+func remaining(ctx context.Context, c client.Client, ns string, recons []recoveryv1.ProjectionReconciliation, match []client.ListOption) ([]string, error) {
+	var names []string
+	for _, r := range recons {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.Name}, &recoveryv1.ProjectionReconciliation{})
+		if err == nil {
+			names = append(names, "projectionreconciliation/"+r.Name)
+		} else if client.IgnoreNotFound(err) != nil {
+			return nil, err
+		}
 	}
 	var recs recoveryv1.ProjectionRecoveryList
 	if err := c.List(ctx, &recs, match...); err != nil {

@@ -79,6 +79,21 @@ func TestDrain_WaitsForTheFinalizer(t *testing.T) {
 	release := map[string]string{"app.kubernetes.io/instance": "rel"}
 	create("ours", release)
 	create("theirs", map[string]string{"app.kubernetes.io/instance": "another"})
+	// A person's reconciliations carry no release label: the one of a
+	// drained recovery goes with it, the other release's stays.
+	reconcile := func(name, recovery string) {
+		t.Helper()
+		pr := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: recoveryv1.ProjectionReconciliationSpec{RecoveryRef: recoveryv1.RecoveryReference{Name: recovery}}}
+		if err := c.Create(ctx, pr); err != nil {
+			t.Fatalf("creating %s: %v", name, err)
+		}
+	}
+	reconcile("ours-repair", "ours")
+	reconcile("theirs-repair", "theirs")
+	getRecon := func(name string) error {
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &recoveryv1.ProjectionReconciliation{})
+	}
 	cfgFn := func() (*rest.Config, error) { return cfg, nil }
 	args := []string{"--namespace=" + ns, "--selector=app.kubernetes.io/instance=rel"}
 	get := func(name string) (*recoveryv1.ProjectionRecovery, error) {
@@ -115,6 +130,9 @@ func TestDrain_WaitsForTheFinalizer(t *testing.T) {
 		if _, err := get("ours"); !apierrors.IsNotFound(err) {
 			t.Fatalf("ours after drain: %v, want NotFound", err)
 		}
+		if err := getRecon("ours-repair"); !apierrors.IsNotFound(err) {
+			t.Fatalf("the reconciliation of a drained recovery: %v, want NotFound", err)
+		}
 		if !strings.Contains(out.String(), "no ProjectionReconciliation or ProjectionRecovery left") {
 			t.Fatalf("output %q", out.String())
 		}
@@ -124,6 +142,9 @@ func TestDrain_WaitsForTheFinalizer(t *testing.T) {
 		r, err := get("theirs")
 		if err != nil || r.DeletionTimestamp != nil {
 			t.Fatalf("theirs: err %v, deletionTimestamp %v: drain deleted a resource it did not select", err, r.DeletionTimestamp)
+		}
+		if err := getRecon("theirs-repair"); err != nil {
+			t.Fatalf("theirs-repair: %v: drain deleted a reconciliation of a recovery it did not select", err)
 		}
 	})
 
