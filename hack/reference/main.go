@@ -27,6 +27,7 @@ limitations under the License.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -54,5 +55,5 @@ func run(root string, check bool) error {
 	if !check {
 		return docgen.Write(dir, pages)
 	}
-	return docgen.Check(dir, pages)
+	return errors.Join(docgen.Check(dir, pages), CheckChangelog(root))
 }

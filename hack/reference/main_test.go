@@ -46,6 +46,41 @@ func TestReference_PagesAreCurrent(t *testing.T) {
 	}
 }
 
+// TestChangelog_EveryMigrationHasAnEntry fails when a migration lands
+// without its CHANGELOG.md entry.
+func TestChangelog_EveryMigrationHasAnEntry(t *testing.T) {
+	if err := CheckChangelog(root); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCheckEntries(t *testing.T) {
+	names := []string{"00001_a.sql", "00002_b.sql"}
+	for _, tc := range []struct {
+		name, changelog, err string
+	}{
+		{name: "every entry", changelog: "# C\n### `00001_a.sql`: a\nGrants: x\n### `00002_b.sql`\n- **Grants:** none new\n"},
+		{name: "grants as a role", changelog: "### `00001_a.sql`\nGrants (as the migrator):\n### `00002_b.sql`\n**Grants:** none\n"},
+		{name: "an entry missing", changelog: "# C\n### `00001_a.sql`\nGrants: x\n", err: "no entry for migration 00002_b.sql"},
+		{name: "named without a code span", changelog: "### `00001_a.sql`\nGrants: x\n### 00002_b.sql\nGrants: y\n", err: "no entry for migration 00002_b.sql"},
+		{name: "an entry without grants", changelog: "### `00001_a.sql`\nGrants: x\n### `00002_b.sql`\nAdds a table.\n#### Grants\n", err: "00002_b.sql says nothing of grants"},
+		{name: "grants under the next entry do not count", changelog: "### `00002_b.sql`\nAdds.\n### `00001_a.sql`\nGrants: x\n", err: "00002_b.sql says nothing of grants"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkEntries(tc.changelog, names)
+			if tc.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("checkEntries = %v, want an error with %q", err, tc.err)
+			}
+		})
+	}
+}
+
 // managerPackages lists the module's packages the manager links, with
 // their directories and non-test Go files.
 func managerPackages(t *testing.T) map[string][]string {
