@@ -78,6 +78,16 @@ verify-requirements: ## Fail when a requirement id cited in code or tests is not
 verify-docs: ## Fail on a dead relative link in README.md, CONTRIBUTING.md or docs/, a requirement id or issue number on the landing pages, or a README test command .ci/run does not run.
 	hack/verify-docs.sh
 
+.PHONY: reference
+reference: ## Regenerate docs/reference/ from the code: CRDs (after `make manifests`), manager flags, metrics, completeness endpoint.
+	go run ./hack/reference
+	go test -count=1 -run '^TestManagerFlagsReference$$' ./cmd/manager -args -update-reference
+
+.PHONY: verify-reference
+verify-reference: ## Fail, with the diff, when docs/reference/ differs from the code or a migration has no CHANGELOG.md entry.
+	go run ./hack/reference -check
+	go test -count=1 -run '^TestManagerFlagsReference$$' ./cmd/manager
+
 .PHONY: build
 build: ## Build the manager, the reference member and the kubectl plugin (bin/kubectl-projection).
 	go build -ldflags "$(LDFLAGS)" -o $(LOCALBIN)/manager ./cmd/manager

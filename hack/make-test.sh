@@ -47,7 +47,7 @@ trap report EXIT
 # The tools the checks use (helm, controller-gen) first, as their own phase.
 phase control-plane "${make[@]}" control-plane || exit 1
 phase tools "${make[@]}" tools || exit 1
-for p in fmt-check vet tidy-check verify-requirements verify-docs verify-reconciliation verify-generated chart-check build demo-smoke; do
+for p in fmt-check vet tidy-check verify-requirements verify-docs verify-reconciliation verify-generated verify-reference chart-check build demo-smoke; do
 	phase "${p}" "${make[@]}" "${p}" || exit 1
 done
 # The -race variant of the dependencies compiles here, once: the -race test

@@ -51,6 +51,27 @@ timeout (is the manager running?).
 Flags:
 `
 
+// drainOptions are the flags of `manager drain`.
+type drainOptions struct {
+	namespace string
+	selector  string
+	timeout   time.Duration
+}
+
+// newDrainFlagSet binds the flags of `manager drain` to o; its usage prints
+// drainUsage and the flags to the set's output.
+func newDrainFlagSet(o *drainOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("manager drain", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), drainUsage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.namespace, "namespace", "", "namespace whose resources are deleted (required)")
+	fs.StringVar(&o.selector, "selector", "", "label selector of the resources to delete (empty: every one in the namespace)")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for the finalizers")
+	return fs
+}
+
 // drainMain is main's entry for `manager drain`: in-cluster (or KUBECONFIG)
 // credentials, cancelled on SIGINT or SIGTERM.
 func drainMain(args []string) error {
@@ -64,22 +85,16 @@ func drainMain(args []string) error {
 // helm deletes the resource and the manager together, and the finalizer
 // that only the manager removes is left behind with nobody to remove it.
 func runDrain(ctx context.Context, config func() (*rest.Config, error), args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("manager drain", flag.ContinueOnError)
+	var o drainOptions
+	fs := newDrainFlagSet(&o)
 	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), drainUsage)
-		fs.PrintDefaults()
-	}
-	ns := fs.String("namespace", "", "namespace whose resources are deleted (required)")
-	sel := fs.String("selector", "", "label selector of the resources to delete (empty: every one in the namespace)")
-	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the finalizers")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *ns == "" || fs.NArg() > 0 {
+	if o.namespace == "" || fs.NArg() > 0 {
 		return &usageError{fmt.Errorf("drain: --namespace is required and takes no arguments")}
 	}
-	selector, err := labels.Parse(*sel)
+	selector, err := labels.Parse(o.selector)
 	if err != nil {
 		return &usageError{fmt.Errorf("drain: --selector: %w", err)}
 	}
@@ -93,40 +108,40 @@ func runDrain(ctx context.Context, config func() (*rest.Config, error), args []s
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 
-	match := []client.ListOption{client.InNamespace(*ns), client.MatchingLabelsSelector{Selector: selector}}
+	match := []client.ListOption{client.InNamespace(o.namespace), client.MatchingLabelsSelector{Selector: selector}}
 	// Reconciliations first: a running one holds its scope's lease, and the
 	// recovery's finalizer waits for it. That includes the ones a person
 	// created for a selected recovery without the release's labels: left
 	// behind, they would outlive their recovery and could hold its lease.
-	recons, err := bound(ctx, c, *ns, match)
+	recons, err := bound(ctx, c, o.namespace, match)
 	if err != nil {
-		return fmt.Errorf("drain: listing in %s: %w", *ns, err)
+		return fmt.Errorf("drain: listing in %s: %w", o.namespace, err)
 	}
 	for i := range recons {
 		if err := c.Delete(ctx, &recons[i]); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("drain: deleting projectionreconciliation/%s in %s: %w", recons[i].Name, *ns, err)
+			return fmt.Errorf("drain: deleting projectionreconciliation/%s in %s: %w", recons[i].Name, o.namespace, err)
 		}
 	}
-	opts := []client.DeleteAllOfOption{client.InNamespace(*ns), client.MatchingLabelsSelector{Selector: selector}}
+	opts := []client.DeleteAllOfOption{client.InNamespace(o.namespace), client.MatchingLabelsSelector{Selector: selector}}
 	if err := c.DeleteAllOf(ctx, &recoveryv1.ProjectionRecovery{}, opts...); err != nil {
-		return fmt.Errorf("drain: deleting ProjectionRecoveries in %s: %w", *ns, err)
+		return fmt.Errorf("drain: deleting ProjectionRecoveries in %s: %w", o.namespace, err)
 	}
 	for {
-		left, err := remaining(ctx, c, *ns, recons, match)
+		left, err := remaining(ctx, c, o.namespace, recons, match)
 		if err == nil && len(left) == 0 {
-			fmt.Fprintf(out, "drain: no ProjectionReconciliation or ProjectionRecovery left in %s\n", *ns)
+			fmt.Fprintf(out, "drain: no ProjectionReconciliation or ProjectionRecovery left in %s\n", o.namespace)
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			if err != nil {
-				return fmt.Errorf("drain: listing what is left in %s: %w", *ns, err)
+				return fmt.Errorf("drain: listing what is left in %s: %w", o.namespace, err)
 			}
 			return fmt.Errorf("drain: still present after %s in %s: %s (their finalizer %s is removed by a running manager)",
-				*timeout, *ns, strings.Join(left, ", "), recoveryv1.FinalizerName)
+				o.timeout, o.namespace, strings.Join(left, ", "), recoveryv1.FinalizerName)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

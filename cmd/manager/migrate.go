@@ -50,6 +50,27 @@ printed. Connect as projection_recovery_migrator or the schema owner
 Flags:
 `
 
+// migrateOptions are the flags of `manager migrate`.
+type migrateOptions struct {
+	dsnFile string
+	status  bool
+	timeout time.Duration
+}
+
+// newMigrateFlagSet binds the flags of `manager migrate` to o; its usage
+// prints migrateUsage and the flags to the set's output.
+func newMigrateFlagSet(o *migrateOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("manager migrate", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), migrateUsage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.dsnFile, "dsn-file", "", "File holding the database DSN (e.g. a mounted Secret). Without it, $"+EnvDSN+" is used.")
+	fs.BoolVar(&o.status, "status", false, "Print the schema version and what this binary requires; change nothing.")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "Give up after this long, waiting for another migrator included.")
+	return fs
+}
+
 // migrateMain is main's entry for `manager migrate`: it cancels on SIGINT or
 // SIGTERM (the migration in flight rolls back; applied ones stay).
 func migrateMain(args []string) error {
@@ -60,15 +81,9 @@ func migrateMain(args []string) error {
 
 // runMigrate implements `manager migrate` for a DBA or a Job.
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("manager migrate", flag.ContinueOnError)
+	var o migrateOptions
+	fs := newMigrateFlagSet(&o)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), migrateUsage)
-		fs.PrintDefaults()
-	}
-	dsnFile := fs.String("dsn-file", "", "File holding the database DSN (e.g. a mounted Secret). Without it, $"+EnvDSN+" is used.")
-	status := fs.Bool("status", false, "Print the schema version and what this binary requires; change nothing.")
-	timeout := fs.Duration("timeout", 10*time.Minute, "Give up after this long, waiting for another migrator included.")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // usage printed: asking for help is not a failure
@@ -78,11 +93,11 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("migrate: unexpected arguments %q", fs.Args())
 	}
-	dsn, err := readDSN(*dsnFile, getenv)
+	dsn, err := readDSN(o.dsnFile, getenv)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 
 	st, err := store.Open(ctx, dsn)
@@ -91,7 +106,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	defer st.Close()
 
-	if *status {
+	if o.status {
 		v, err := st.SchemaVersion(ctx)
 		if err != nil {
 			return fmt.Errorf("migrate: reading the schema version: %w", redactDSN(err, dsn))

@@ -30,20 +30,44 @@ import (
 	"time"
 )
 
-// Completeness is what is proven about one scope at one point in time.
+// Completeness is what is proven about one scope at one point in time: the
+// values of the resource's status when its last cycle ended. Every field
+// carries a doc comment: docs/reference/completeness.md is generated from
+// them (hack/reference), and the generator refuses a field without one.
 type Completeness struct {
-	VerifiedThroughSeq         int64      `json:"verifiedThroughSeq"`
-	ObservedBoundarySeq        int64      `json:"observedBoundarySeq"`
-	Lag                        int64      `json:"lag"`
-	ChainDigest                string     `json:"chainDigest,omitempty"`
-	EventCount                 int64      `json:"eventCount"`
+	// VerifiedThroughSeq is the consensus sequence through which the
+	// projection is proven complete (status.verifiedThroughSeq). 0: nothing
+	// proven yet.
+	VerifiedThroughSeq int64 `json:"verifiedThroughSeq"`
+	// ObservedBoundarySeq is the member's applied boundary last observed
+	// (status.observedBoundarySeq).
+	ObservedBoundarySeq int64 `json:"observedBoundarySeq"`
+	// Lag is the boundary minus VerifiedThroughSeq, in sequence numbers
+	// (status.lag); the boundary is the frozen sequence of a draining run
+	// when that is lower. 0 when CURRENT.
+	Lag int64 `json:"lag"`
+	// ChainDigest is the output-chain digest through VerifiedThroughSeq
+	// (status.chainDigest): equal digests at equal sequences mean the same
+	// verified history.
+	ChainDigest string `json:"chainDigest,omitempty"`
+	// EventCount is the number of verified events through
+	// VerifiedThroughSeq (status.eventCount).
+	EventCount int64 `json:"eventCount"`
+	// LastSuccessfulVerification is when a page, or an idle answer of the
+	// member, last verified (status.lastSuccessfulVerification).
 	LastSuccessfulVerification *time.Time `json:"lastSuccessfulVerification,omitempty"`
-	State                      string     `json:"state,omitempty"`
-	Reason                     string     `json:"reason,omitempty"`
-	// EventsPerSecond and ETA: the catch-up's rate and estimated time to
-	// CURRENT, while CATCHING_UP (status.progress).
-	EventsPerSecond int64  `json:"eventsPerSecond,omitempty"`
-	ETA             string `json:"eta,omitempty"`
+	// State is CATCHING_UP, CURRENT, RETRYING or BLOCKED (status.state);
+	// empty before the scope's first cycle ended.
+	State string `json:"state,omitempty"`
+	// Reason is the stable code explaining State, a refusal code when
+	// RETRYING or BLOCKED (status.reason).
+	Reason string `json:"reason,omitempty"`
+	// EventsPerSecond is the catch-up's rate while CATCHING_UP
+	// (status.progress.eventsPerSecond).
+	EventsPerSecond int64 `json:"eventsPerSecond,omitempty"`
+	// ETA estimates the time to CURRENT at that rate, e.g. "1m40s", while
+	// CATCHING_UP (status.progress.eta); an estimate, not a promise.
+	ETA string `json:"eta,omitempty"`
 	// OpenDrift names the reconciliation whose last report holds findings
 	// (status.openDrift): a CURRENT scope with open drift is complete in
 	// what was verified, not free of known errors.
@@ -52,31 +76,49 @@ type Completeness struct {
 
 // OpenDrift is what a reconciliation of the scope knows to be wrong.
 type OpenDrift struct {
+	// Reconciliation is the name of the ProjectionReconciliation (same
+	// namespace) whose last report holds the findings.
 	Reconciliation string `json:"reconciliation"`
-	Findings       int32  `json:"findings"`
+	// Findings is the number of findings of that report.
+	Findings int32 `json:"findings"`
 }
 
-// Liveness is whether the worker of a scope is running.
+// Liveness is whether the worker of a scope is running, apart from what is
+// proven: a scope can be CURRENT with a dead worker, or have a live worker
+// and be BLOCKED.
 type Liveness struct {
+	// LastCycleStart is when this manager last started a cycle of the scope.
 	LastCycleStart *time.Time `json:"lastCycleStart,omitempty"`
-	LastCycleEnd   *time.Time `json:"lastCycleEnd,omitempty"`
-	InFlight       bool       `json:"inFlight"`
-	AutoRecovery   bool       `json:"autoRecovery"`
+	// LastCycleEnd is when this manager last ended a cycle of the scope.
+	LastCycleEnd *time.Time `json:"lastCycleEnd,omitempty"`
+	// InFlight is true while a cycle of the scope runs.
+	InFlight bool `json:"inFlight"`
+	// AutoRecovery is whether the cycle may write the projection
+	// (--enable-auto-recovery); false: it only reports completeness.
+	AutoRecovery bool `json:"autoRecovery"`
 }
 
 // Scope is one entry of the answer.
 type Scope struct {
-	Namespace    string       `json:"namespace"`
-	Name         string       `json:"name"`
-	Scope        string       `json:"scope"`
+	// Namespace is the ProjectionRecovery's namespace.
+	Namespace string `json:"namespace"`
+	// Name is the ProjectionRecovery's name.
+	Name string `json:"name"`
+	// Scope is the projection scope it recovers (spec.scope).
+	Scope string `json:"scope"`
+	// Completeness is what is proven about the scope.
 	Completeness Completeness `json:"completeness"`
-	Worker       Liveness     `json:"worker"`
+	// Worker is whether the scope's worker is running.
+	Worker Liveness `json:"worker"`
 }
 
 // Answer is the body of GET /v2/projection-completeness.
 type Answer struct {
+	// GeneratedAt is when this manager built the answer (UTC).
 	GeneratedAt time.Time `json:"generatedAt"`
-	Scopes      []Scope   `json:"scopes"`
+	// Scopes lists every scope this manager has run a cycle of, sorted by
+	// namespace and name; empty, never null, when there is none.
+	Scopes []Scope `json:"scopes"`
 }
 
 // Registry holds the latest view of every scope of this manager.
