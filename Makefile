@@ -38,13 +38,10 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests (and the chart's copy of the CRD).
+manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests and the chart's copies (CRDs, RBAC, admission policies, base.sql, health.lua).
 	$(CONTROLLER_GEN) rbac:roleName=projection-recovery-manager crd paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
-	mkdir -p charts/projection-recovery/crds
-	cp config/crd/bases/*.yaml charts/projection-recovery/crds/
-	mkdir -p charts/projection-recovery/files
-	cp config/rbac/role.yaml charts/projection-recovery/files/role.yaml
+	hack/chart-copies.sh
 
 .PHONY: verify-generated
 verify-generated: $(CONTROLLER_GEN) ## Fail when committed generated files are out of date.

@@ -39,7 +39,8 @@ import (
 )
 
 // The Argo CD health check, shipped twice: in config/ for kustomize users and
-// in the chart's docs/ for Helm users. Both must be the script tested here.
+// in the chart's docs/ for Helm users (copied by make manifests). Both must be
+// the script tested here.
 const (
 	healthLua      = "../config/health/health.lua"
 	chartHealthLua = "../charts/projection-recovery/docs/health.lua"
@@ -55,7 +56,7 @@ func TestHealthLua_ChartCopyIsIdentical(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(a, b) {
-		t.Fatalf("%s and %s differ: copy the first over the second", healthLua, chartHealthLua)
+		t.Fatalf("%s and %s differ: run make manifests (hack/chart-copies.sh)", healthLua, chartHealthLua)
 	}
 }
 

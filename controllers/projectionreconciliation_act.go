@@ -55,7 +55,7 @@ func (r *ProjectionReconciliationReconciler) act(ctx context.Context, s *reconSc
 // rehearsal and every write) go through the repair role when the spec has
 // one, else through the recovery's role (which may record runs but whose
 // rehearsal of a repair is refused by its grants: wouldSucceed false).
-func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *reconScope, approver string, groups []string) (*reconstore.Workflow, *store.Store, error) {
+func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *reconScope, approver string, groups []string) (*reconstore.Runner, *store.Store, error) {
 	ns, name := s.obj.Namespace, s.obj.Name
 	read, err := r.Connections.Store(ctx, reconKey(ns, name, false), s.secrets.dsn)
 	if err != nil {
@@ -76,7 +76,7 @@ func (r *ProjectionReconciliationReconciler) workflow(ctx context.Context, s *re
 		staleAfter = sa.Duration
 	}
 	log := redactingLogger(logf.FromContext(ctx).WithName("reconciliation"), s.redact) // its errors can echo a DSN
-	wf, err := reconstore.NewWorkflow(reconstore.WorkflowConfig{
+	wf, err := reconstore.NewRunner(reconstore.RunnerConfig{
 		Store:      st,
 		ReadPool:   read.Pool(),
 		Source:     cl,

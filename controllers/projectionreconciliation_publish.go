@@ -26,7 +26,7 @@ import (
 // noNATS is why a manager without NATS can neither publish nor republish.
 const noNATS = "the manager has no NATS connection (--nats-url is not set)"
 
-// Republish is reconstore.WorkflowConfig.Publish of this manager: the row
+// Republish is reconstore.RunnerConfig.Publish of this manager: the row
 // goes out on the manager's NATS connection as the outbox publisher sends
 // it (notify.Message: the same subject, body and Nats-Msg-Id, so a row the
 // publisher sends too is deduplicated), and the hook returns once NATS has
@@ -42,7 +42,7 @@ func (c *Connections) Republish() func(context.Context, notify.Notification) err
 	}
 }
 
-// PublisherStatus is reconstore.WorkflowConfig.Publisher of this manager:
+// PublisherStatus is reconstore.RunnerConfig.Publisher of this manager:
 // its NATS connection as detection and the planner see it. Without NATS it
 // says so (Missing): republish is refused with that reason at planning, so
 // a plan is never left unapprovable by an action no rehearsal can pass.

@@ -229,7 +229,7 @@ func (r *ProjectionRecoveryReconciler) finalize(ctx context.Context, obj *recove
 	r.releaseLease(ctx, obj)
 	r.Connections.Forget(resourceKey(obj))
 	r.Registry.Forget(obj.Namespace, obj.Name)
-	r.progress.forget(client.ObjectKeyFromObject(obj))
+	r.progress.Forget(client.ObjectKeyFromObject(obj))
 	r.Metrics.forget(obj)
 	patch := client.MergeFrom(obj.DeepCopy())
 	controllerutil.RemoveFinalizer(obj, recoveryv1.FinalizerName)

@@ -6,7 +6,8 @@
 # safety defaults that matter most: auto-recovery is off unless the auto-recovery-local profile
 # turns it on (NFR-APR01), and the approval admission policy and the
 # view/edit/approver roles render by default, from byte-identical copies of
-# config/ (the manifests the envtest suite proves, TestEnvtest_ApprovalOnlyTheAPIServerGrants).
+# config/ (the manifests the envtest suite proves, TestEnvtest_ApprovalOnlyTheAPIServerGrants)
+# that `make manifests` makes (hack/chart-copies.sh --check: every copy is current).
 set -euo pipefail
 helm="${HELM:?HELM must point at helm}"
 chart="$(cd "$(dirname "$0")/.." && pwd)/charts/projection-recovery"
@@ -58,7 +59,7 @@ grep -q '^kind: ClusterRole$' <<<"${reader}" && grep -qF -- '- nonResourceURLs: 
   { echo "chart-check: metrics.secure renders no ClusterRole ci-projection-recovery-completeness-reader granting get on /v2/projection-completeness" >&2; exit 1; }
 grep -qF '/v2/projection-completeness' <<<"$(doc "${sec}" ci-projection-recovery-metrics-reader)" &&
   { echo "chart-check: the metrics-reader ClusterRole grants the completeness endpoint; a scraper must not read scope names" >&2; exit 1; }
-cmp -s "$(dirname "$0")/../internal/store/sql/base.sql" "${chart}/files/base.sql" || { echo "chart-check: ${chart}/files/base.sql differs from internal/store/sql/base.sql: cp internal/store/sql/base.sql charts/projection-recovery/files/" >&2; exit 1; }
+"$(dirname "$0")/chart-copies.sh" --check || { echo "chart-check: the chart's copies are not current" >&2; exit 1; }
 grep -q -- '--enable-auto-recovery=false' <<<"${default}" || { echo "chart-check: default values do not render --enable-auto-recovery=false" >&2; exit 1; }
 grep -q -- '--enable-auto-recovery=true' <<<"${profile}" || { echo "chart-check: the auto-recovery-local profile does not enable auto-recovery" >&2; exit 1; }
 for want in 'kind: ProjectionRecovery$' 'command: \["/member"\]' 'args: \["migrate"' 'name: ci-projection-recovery-postgres$'; do
@@ -66,12 +67,6 @@ for want in 'kind: ProjectionRecovery$' 'command: \["/member"\]' 'args: \["migra
 done
 grep -q 'kind: ProjectionRecovery$' <<<"${default}" && { echo "chart-check: default values render the local environment" >&2; exit 1; }
 [[ -f "${chart}/crds/recovery.projection.io_projectionrecoveries.yaml" ]] || { echo "chart-check: the chart has no CRD" >&2; exit 1; }
-root="$(cd "$(dirname "$0")/.." && pwd)"
-for f in config/rbac/projection_view_role.yaml config/rbac/projection_edit_role.yaml config/rbac/reconciliation_approver_role.yaml \
-  config/admission/approval_policy.yaml config/admission/approval_policy_binding.yaml \
-  config/admission/secret_reference_policy.yaml config/admission/secret_reference_policy_binding.yaml; do
-  cmp -s "${root}/${f}" "${chart}/files/$(basename "${f}")" || { echo "chart-check: ${chart}/files/$(basename "${f}") differs from ${f}: cp ${f} charts/projection-recovery/files/" >&2; exit 1; }
-done
 for want in 'kind: ValidatingAdmissionPolicy$' 'kind: ValidatingAdmissionPolicyBinding$' "check('approve').allowed()" \
   'name: projection-reconciliation-approval$' 'name: projection-reconciliation-approver$' 'name: projection-recovery-view$' 'name: projection-recovery-edit$' \
   'name: projection-recovery-secret-references$'; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails when the committed generated files (deepcopy, CRDs, RBAC, the chart's
-# CRD copy) differ from what controller-gen produces from the current sources.
+# copies: hack/chart-copies.sh) differ from what `make generate manifests`
+# produces from the current sources.
 # It regenerates into a scratch copy of the tree, so it never touches the work tree.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,11 +16,11 @@ git ls-files -z --cached --others --exclude-standard | xargs -0 tar cf - 2>/dev/
   "${gen}" object:headerFile=hack/boilerplate.go.txt paths=./api/...
   "${gen}" rbac:roleName=projection-recovery-manager crd paths=./api/... paths=./controllers/... \
     output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
-  cp config/crd/bases/*.yaml charts/projection-recovery/crds/
-  cp config/rbac/role.yaml charts/projection-recovery/files/role.yaml
+  hack/chart-copies.sh
 )
 status=0
-for p in api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml charts/projection-recovery/crds charts/projection-recovery/files/role.yaml; do
+for p in api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml charts/projection-recovery/crds charts/projection-recovery/files \
+  charts/projection-recovery/docs; do
   if ! diff -ru "${root}/${p}" "${scratch}/${p}"; then
     echo "verify-generated: ${p} is out of date: run 'make generate manifests' and commit the result" >&2
     status=1

@@ -328,14 +328,19 @@ type ProjectionRecoveryStatus struct {
 // CatchUpProgress is the measured speed of a catch-up.
 type CatchUpProgress struct {
 	// EventsPerSecond is how fast the scope's verified event count grew over
-	// the last cycles this manager saw (up to the last 30 seconds), whoever
-	// held the lease.
+	// the last cycles this manager saw (up to the last 30 seconds, or its
+	// last two cycles when further apart), whoever held the lease.
+	// `kubectl projection status --watch` computes the same figure, with the
+	// same estimator, from the status it observes.
 	EventsPerSecond int64 `json:"eventsPerSecond"`
 
 	// ETA estimates the time to CURRENT at that rate ("1m40s"): the lag in
 	// sequence numbers, times the events per sequence number verified so
-	// far, over EventsPerSecond. A boundary that keeps moving makes it an
-	// estimate, not a promise.
+	// far, over the closing speed (EventsPerSecond less the boundary's own
+	// growth over the same cycles, in events), rounded up to the second.
+	// Empty while nothing is verified to scale the lag by, or when the
+	// scope is not gaining on its boundary. A boundary that changes speed
+	// makes it an estimate, not a promise.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	ETA string `json:"eta,omitempty"`

@@ -426,7 +426,7 @@ func TestEnvtest_PluginStatusWatch(t *testing.T) {
 	ns := newNamespace(t, ctx)
 	kc := kubeconfigFor(t, "alice@example.com", "system:masters")
 	createRecovery(t, ctx, ns, "venue-a", recoveryv1.ProjectionRecoveryStatus{
-		State: recoveryv1.StateCatchingUp, VerifiedThroughSeq: 1000, ObservedBoundarySeq: 100000, Lag: 99000})
+		State: recoveryv1.StateCatchingUp, VerifiedThroughSeq: 1000, ObservedBoundarySeq: 100000, Lag: 99000, EventCount: 3000})
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -447,7 +447,8 @@ func TestEnvtest_PluginStatusWatch(t *testing.T) {
 		if err := adminCli.Get(ctx, client.ObjectKey{Namespace: ns, Name: "venue-a"}, &cur); err != nil {
 			t.Fatal(err)
 		}
-		cur.Status.VerifiedThroughSeq, cur.Status.Lag = seq, 100000-seq
+		// Three events per sequence number: the rate shown is in events.
+		cur.Status.VerifiedThroughSeq, cur.Status.Lag, cur.Status.EventCount = seq, 100000-seq, 3*seq
 		if err := adminCli.Status().Update(ctx, &cur); err != nil {
 			t.Fatal(err)
 		}
@@ -466,6 +467,9 @@ func TestEnvtest_PluginStatusWatch(t *testing.T) {
 	t.Logf("last frame:\n%s", frame)
 	mustContain(t, "watch frame", frame, "CATCHING_UP", "ev/s  ETA ")
 	mustContain(t, "watch frame", frame, ns+"/venue-a [")
+	if strings.Contains(frame, " 0.0 ev/s") || strings.Contains(frame, "ETA ?") {
+		t.Errorf("the watch frame shows no event rate or no ETA while the events grow:\n%s", frame)
+	}
 }
 
 // lastFrame is the output after the last frame header.

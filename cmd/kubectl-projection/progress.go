@@ -20,105 +20,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/progress"
 )
-
-// sample is one observation of a scope's status during `status --watch`.
-type sample struct {
-	at       time.Time
-	verified int64 // status.verifiedThroughSeq
-	boundary int64 // status.observedBoundarySeq
-}
-
-// estimate is what successive samples say about a catch-up: how fast the
-// verified cursor advances, and when it reaches the boundary.
-type estimate struct {
-	// rateKnown is false with fewer than two samples or no elapsed time.
-	rateKnown bool
-	// rate is the verified cursor's speed, events per second.
-	rate float64
-	// etaKnown is false when the rate is unknown or the cursor does not gain
-	// on the boundary (stalled, or the feed grows as fast as it catches up).
-	etaKnown bool
-	eta      time.Duration
-}
-
-// estimateProgress computes rate and ETA from the oldest and newest sample.
-// The boundary moves while members keep trading, so the ETA divides the
-// remaining distance by the closing speed (cursor speed minus boundary
-// speed), not the cursor speed alone: with the latter a scope that never
-// catches up would show a finite ETA forever.
-func estimateProgress(samples []sample) estimate {
-	if len(samples) < 2 {
-		return estimate{}
-	}
-	first, last := samples[0], samples[len(samples)-1]
-	dt := last.at.Sub(first.at).Seconds()
-	if dt <= 0 {
-		return estimate{}
-	}
-	e := estimate{rateKnown: true, rate: float64(last.verified-first.verified) / dt}
-	remaining := last.boundary - last.verified
-	if remaining <= 0 {
-		return estimate{rateKnown: true, rate: e.rate, etaKnown: true}
-	}
-	closing := e.rate - float64(last.boundary-first.boundary)/dt
-	if closing <= 0 {
-		return e
-	}
-	secs := float64(remaining) / closing
-	if secs > float64(math.MaxInt64/int64(time.Second)) {
-		return e
-	}
-	e.etaKnown = true
-	e.eta = time.Duration(math.Ceil(secs)) * time.Second
-	return e
-}
-
-// tracker keeps each scope's recent samples for `status --watch`.
-type tracker struct {
-	window  time.Duration // samples older than this (relative to the newest) are dropped
-	samples map[string][]sample
-}
-
-func newTracker(window time.Duration) *tracker {
-	return &tracker{window: window, samples: map[string][]sample{}}
-}
-
-// observe records a sample. A cursor that went backwards (the resource was
-// recreated, the cursor reset) starts a fresh series: mixing the two would
-// yield a negative or meaningless rate.
-func (t *tracker) observe(key string, s sample) []sample {
-	ss := t.samples[key]
-	if n := len(ss); n > 0 && (s.verified < ss[n-1].verified || !s.at.After(ss[n-1].at)) {
-		if s.verified < ss[n-1].verified {
-			ss = nil
-		} else {
-			ss[n-1] = s // same instant: keep the newest reading
-			t.samples[key] = ss
-			return ss
-		}
-	}
-	ss = append(ss, s)
-	// Keep a moving window so the rate follows the current speed, but never
-	// fewer than two samples.
-	cut := 0
-	for cut < len(ss)-2 && s.at.Sub(ss[cut].at) > t.window {
-		cut++
-	}
-	ss = append([]sample(nil), ss[cut:]...)
-	t.samples[key] = ss
-	return ss
-}
-
-// forget drops scopes not seen in the last listing.
-func (t *tracker) forget(seen map[string]bool) {
-	for k := range t.samples {
-		if !seen[k] {
-			delete(t.samples, k)
-		}
-	}
-}
 
 // progressBar renders verified/boundary as a bar of width cells and a
 // percentage rounded down (100% only when the cursor is at the boundary).
@@ -133,27 +37,28 @@ func progressBar(verified, boundary int64, width int) string {
 	return fmt.Sprintf("[%s%s] %3d%%", strings.Repeat("#", filled), strings.Repeat(".", width-filled), pct)
 }
 
-// formatRate renders events per second.
-func formatRate(e estimate) string {
+// formatRate renders verified events per second (internal/progress: the
+// unit of status.progress.eventsPerSecond).
+func formatRate(e progress.Estimate) string {
 	switch {
-	case !e.rateKnown:
+	case !e.RateKnown:
 		return "rate ?"
-	case e.rate < 10:
-		return fmt.Sprintf("%.1f ev/s", e.rate)
+	case e.EventsPerSecond < 10:
+		return fmt.Sprintf("%.1f ev/s", e.EventsPerSecond)
 	default:
-		return fmt.Sprintf("%.0f ev/s", e.rate)
+		return fmt.Sprintf("%.0f ev/s", e.EventsPerSecond)
 	}
 }
 
 // formatETA renders the ETA; "never at this rate" when the cursor does not
-// gain on the boundary although samples exist.
-func formatETA(e estimate) string {
-	switch {
-	case !e.rateKnown:
-		return "ETA ?"
-	case !e.etaKnown:
+// gain on the boundary although the rate is known, "?" while it is unknown.
+func formatETA(e progress.Estimate) string {
+	switch e.ETAState {
+	case progress.ETAKnown:
+		return "ETA " + e.ETA.String()
+	case progress.ETANever:
 		return "ETA never at this rate"
 	default:
-		return "ETA " + e.eta.String()
+		return "ETA ?"
 	}
 }

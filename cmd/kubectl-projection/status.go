@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/progress"
 )
 
 type statusOptions struct {
@@ -52,10 +53,12 @@ scope, state, verified and boundary sequence, lag, reason and the age of the
 last successful verification.
 
 With --watch the table is redrawn every --interval, with a progress bar per
-CATCHING_UP scope, its rate (events/s of the verified cursor) and an ETA,
-both computed from successive observations of status.verifiedThroughSeq.
-The ETA divides what is left by the closing speed (cursor speed minus the
-boundary's own growth): "never at this rate" means the scope is not gaining.
+CATCHING_UP scope, its rate (verified events per second, as status.progress)
+and an ETA, computed by the manager's estimator from successive
+observations of status.eventCount, verifiedThroughSeq and lag over the last
+30 seconds. The ETA divides what is left (the lag in events) by the closing
+speed (the rate minus the boundary's own growth): "never at this rate"
+means the scope is not gaining.
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 at least one scope is BLOCKED (not with --watch).`,
 		Example: `  kubectl projection status -A
@@ -185,7 +188,7 @@ func ago(t *metav1.Time, now time.Time) string {
 
 // watchFrame renders one redraw: the table, then a progress line per
 // CATCHING_UP scope with the estimate from its samples.
-func watchFrame(out io.Writer, items []recoveryv1.ProjectionRecovery, allNamespaces bool, now time.Time, est map[string]estimate) error {
+func watchFrame(out io.Writer, items []recoveryv1.ProjectionRecovery, allNamespaces bool, now time.Time, est map[string]progress.Estimate) error {
 	if err := writeRecoveryTable(out, items, allNamespaces, now); err != nil {
 		return err
 	}
@@ -208,12 +211,31 @@ func watchFrame(out io.Writer, items []recoveryv1.ProjectionRecovery, allNamespa
 
 func key(r *recoveryv1.ProjectionRecovery) string { return r.Namespace + "/" + r.Name }
 
+// observeFrame records one listing, taken at now, in tr and renders its
+// frame: the estimates come from the status fields of successive listings.
+func observeFrame(out io.Writer, tr *progress.Tracker[string], items []recoveryv1.ProjectionRecovery, allNamespaces bool, now time.Time) error {
+	seen := map[string]bool{}
+	est := map[string]progress.Estimate{}
+	for i := range items {
+		r := &items[i]
+		k := key(r)
+		// Only a CATCHING_UP scope keeps samples: one that leaves the
+		// state and comes back starts a fresh series.
+		if r.Status.State == recoveryv1.StateCatchingUp {
+			seen[k] = true
+			est[k] = tr.Observe(k, progress.Sample{At: now, Events: r.Status.EventCount, Verified: r.Status.VerifiedThroughSeq, Lag: r.Status.Lag})
+		}
+	}
+	tr.Retain(func(k string) bool { return seen[k] })
+	return watchFrame(out, items, allNamespaces, now, est)
+}
+
 // watchLoop polls and redraws until the context ends (Ctrl-C). Polling, not
 // a watch stream: the estimate needs samples at a known cadence anyway, and
 // status is written once per reconcile cycle. A failed listing is shown and
 // retried: a watch must survive an API server restart.
 func (so *statusOptions) watchLoop(ctx context.Context) error {
-	tr := newTracker(time.Minute)
+	tr := &progress.Tracker[string]{}
 	clear := isTerminal(so.streams.Out)
 	tick := time.NewTicker(so.interval)
 	defer tick.Stop()
@@ -229,21 +251,8 @@ func (so *statusOptions) watchLoop(ctx context.Context) error {
 			}
 			fmt.Fprintf(so.streams.Out, "%s  error: %s (retrying every %s)\n", now.Format(time.TimeOnly), esc(err.Error()), so.interval)
 		} else {
-			seen := map[string]bool{}
-			est := map[string]estimate{}
-			for i := range items {
-				r := &items[i]
-				k := key(r)
-				// Only a CATCHING_UP scope keeps samples: one that leaves the
-				// state and comes back starts a fresh series.
-				if r.Status.State == recoveryv1.StateCatchingUp {
-					seen[k] = true
-					est[k] = estimateProgress(tr.observe(k, sample{at: now, verified: r.Status.VerifiedThroughSeq, boundary: r.Status.ObservedBoundarySeq}))
-				}
-			}
-			tr.forget(seen)
 			fmt.Fprintf(so.streams.Out, "%s  every %s, Ctrl-C to stop\n", now.Format(time.TimeOnly), so.interval)
-			if err := watchFrame(so.streams.Out, items, so.allNamespaces, now, est); err != nil {
+			if err := observeFrame(so.streams.Out, tr, items, so.allNamespaces, now); err != nil {
 				return err
 			}
 			if !clear {

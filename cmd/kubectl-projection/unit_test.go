@@ -31,81 +31,10 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/progress"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-
-func TestProgress_EstimateRateAndETA(t *testing.T) {
-	cases := []struct {
-		name      string
-		samples   []sample
-		rateKnown bool
-		rate      float64
-		etaKnown  bool
-		eta       time.Duration
-	}{
-		{"no sample", nil, false, 0, false, 0},
-		{"one sample", []sample{{at(0), 100, 1000}}, false, 0, false, 0},
-		{"no elapsed time", []sample{{at(0), 100, 1000}, {at(0), 200, 1000}}, false, 0, false, 0},
-		{"fixed boundary", []sample{{at(0), 0, 1000}, {at(2), 200, 1000}}, true, 100, true, 8 * time.Second},
-		{"uses oldest and newest", []sample{{at(0), 0, 1000}, {at(1), 50, 1000}, {at(4), 400, 1000}}, true, 100, true, 6 * time.Second},
-		{"moving boundary: closing speed", []sample{{at(0), 0, 1000}, {at(10), 1000, 1500}}, true, 100, true, 10 * time.Second},
-		{"boundary as fast as cursor: never", []sample{{at(0), 0, 1000}, {at(10), 1000, 2000}}, true, 100, false, 0},
-		{"stalled", []sample{{at(0), 500, 1000}, {at(10), 500, 1000}}, true, 0, false, 0},
-		{"already at boundary", []sample{{at(0), 900, 1000}, {at(1), 1000, 1000}}, true, 100, true, 0},
-		{"eta rounds up to the second", []sample{{at(0), 0, 1000}, {at(3), 300, 1000}}, true, 100, true, 7 * time.Second},
-		{"fractional eta rounds up", []sample{{at(0), 0, 1000}, {at(3), 999, 1000}}, true, 333, true, time.Second},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			e := estimateProgress(tc.samples)
-			if e.rateKnown != tc.rateKnown || e.etaKnown != tc.etaKnown || e.eta != tc.eta {
-				t.Fatalf("estimate = %+v, want rateKnown=%v etaKnown=%v eta=%s", e, tc.rateKnown, tc.etaKnown, tc.eta)
-			}
-			if d := e.rate - tc.rate; d > 1e-9 || d < -1e-9 {
-				t.Fatalf("rate = %v, want %v", e.rate, tc.rate)
-			}
-		})
-	}
-}
-
-func TestProgress_TrackerWindowAndReset(t *testing.T) {
-	cases := []struct {
-		name   string
-		obs    []sample
-		wantN  int
-		wantV0 int64 // verified of the oldest kept sample
-	}{
-		{"accumulates", []sample{{at(0), 0, 9}, {at(1), 1, 9}, {at(2), 2, 9}}, 3, 0},
-		{"drops samples older than the window", []sample{{at(0), 0, 9}, {at(30), 1, 9}, {at(70), 2, 9}, {at(80), 3, 9}}, 3, 1},
-		{"keeps two even when both are old", []sample{{at(0), 0, 9}, {at(500), 5, 9}}, 2, 0},
-		{"cursor went back: fresh series", []sample{{at(0), 100, 900}, {at(1), 200, 900}, {at(2), 10, 900}}, 1, 10},
-		{"same instant replaces", []sample{{at(0), 0, 9}, {at(1), 1, 9}, {at(1), 2, 9}}, 2, 0},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			tr := newTracker(time.Minute)
-			var got []sample
-			for _, s := range tc.obs {
-				got = tr.observe("ns/a", s)
-			}
-			if len(got) != tc.wantN || got[0].verified != tc.wantV0 {
-				t.Fatalf("kept %+v, want %d samples starting at verified=%d", got, tc.wantN, tc.wantV0)
-			}
-		})
-	}
-	t.Run("forget drops unseen scopes", func(t *testing.T) {
-		tr := newTracker(time.Minute)
-		tr.observe("ns/a", sample{at(0), 0, 9})
-		tr.observe("ns/b", sample{at(0), 0, 9})
-		tr.forget(map[string]bool{"ns/b": true})
-		if _, ok := tr.samples["ns/a"]; ok || len(tr.samples) != 1 {
-			t.Fatalf("samples after forget: %v", tr.samples)
-		}
-	})
-}
 
 func TestProgress_BarAndLabels(t *testing.T) {
 	cases := []struct {
@@ -118,11 +47,12 @@ func TestProgress_BarAndLabels(t *testing.T) {
 		{"full", progressBar(1000, 1000, 10), "[##########] 100%"},
 		{"zero boundary", progressBar(0, 0, 4), "[....]   0%"},
 		{"beyond boundary clamps", progressBar(12, 10, 4), "[####] 100%"},
-		{"unknown rate", formatRate(estimate{}) + " " + formatETA(estimate{}), "rate ? ETA ?"},
-		{"slow rate", formatRate(estimate{rateKnown: true, rate: 2.25}), "2.2 ev/s"},
-		{"fast rate", formatRate(estimate{rateKnown: true, rate: 312.6}), "313 ev/s"},
-		{"never", formatETA(estimate{rateKnown: true}), "ETA never at this rate"},
-		{"eta", formatETA(estimate{rateKnown: true, etaKnown: true, eta: 95 * time.Second}), "ETA 1m35s"},
+		{"unknown rate", formatRate(progress.Estimate{}) + " " + formatETA(progress.Estimate{}), "rate ? ETA ?"},
+		{"slow rate", formatRate(progress.Estimate{RateKnown: true, EventsPerSecond: 2.25}), "2.2 ev/s"},
+		{"fast rate", formatRate(progress.Estimate{RateKnown: true, EventsPerSecond: 312.6}), "313 ev/s"},
+		{"never", formatETA(progress.Estimate{RateKnown: true, ETAState: progress.ETANever}), "ETA never at this rate"},
+		{"unknown eta", formatETA(progress.Estimate{RateKnown: true}), "ETA ?"},
+		{"eta", formatETA(progress.Estimate{RateKnown: true, ETAState: progress.ETAKnown, ETA: 95 * time.Second}), "ETA 1m35s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -298,7 +228,7 @@ func TestFormat_ReportPlanStatus(t *testing.T) {
 				Spec:       recoveryv1.ProjectionRecoverySpec{Scope: "scope-a"},
 				Status:     recoveryv1.ProjectionRecoveryStatus{State: recoveryv1.StateCatchingUp, VerifiedThroughSeq: 2192, ObservedBoundarySeq: 4000, Lag: 1808},
 			}}
-			_ = watchFrame(b, items, true, t0, map[string]estimate{"ns/venue-a": {rateKnown: true, rate: 100, etaKnown: true, eta: 19 * time.Second}})
+			_ = watchFrame(b, items, true, t0, map[string]progress.Estimate{"ns/venue-a": {RateKnown: true, EventsPerSecond: 100, ETAState: progress.ETAKnown, ETA: 19 * time.Second}})
 		}, []string{"NAMESPACE", "LAST VERIFIED", "scope-a", "CATCHING_UP", "2192", "1808", "never",
 			"ns/venue-a [################..............]  54% 2192/4000  100 ev/s  ETA 19s"}},
 	}

@@ -48,6 +48,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
 	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
@@ -132,17 +133,19 @@ func run(c config) error {
 		return err
 	}
 	defer pg.Stop()
-	st, err := store.Open(ctx, pg.DSN)
+	// The bring-up of every store test (pgtest): the trade-processor's
+	// tables, recovery's migrations as the migrator and the roles and grants
+	// of docs/database-role.md. The operator connects as its roles; st is
+	// the trade-processor's side (runs, live writes, the replay check).
+	db, err := recoverydb.Create(ctx, pg.DSN, pgtest.DocDatabase)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, db.Admin)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.EnsureBaseSchema(ctx); err != nil {
-		return err
-	}
-	if err := st.Migrate(ctx); err != nil {
-		return err
-	}
 
 	ports, err := freePorts(5)
 	if err != nil {
@@ -225,7 +228,7 @@ spec:
   pageSize: 250
   pagesPerCycle: 2
   interval: 5s
-`, c.scope, pg.DSN, memberURL)
+`, c.scope, db.Recovery, memberURL)
 	samplePath := filepath.Join(work, "sample.yaml")
 	if err := os.WriteFile(samplePath, []byte(sample), 0o600); err != nil {
 		return err
@@ -266,7 +269,7 @@ spec:
 	if c.reconcile {
 		w := &walkThrough{ctx: ctx, scope: c.scope, root: root, work: work, bin: bin, kubeconfig: kubeconfig,
 			kubectl: kubectl, kubectlPath: filepath.Join(assets, "kubectl"),
-			pool: st.Pool(), dsn: pg.DSN, memberURL: memberURL, manager: manager, commands: c.commands,
+			pool: st.Pool(), repairDSN: db.Reconciliation, memberURL: memberURL, manager: manager, commands: c.commands,
 			restartMember: func(maxCommands int) (*testenv.Process, error) {
 				member.Stop(20 * time.Second)
 				m, err := startMember(maxCommands)

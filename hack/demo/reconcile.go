@@ -69,8 +69,8 @@ const stepTimeout = 2 * time.Minute
 // API server authenticates, watch the outcome verified and the recovery
 // CURRENT again, and re-run the independent replay.
 type walkThrough struct {
-	ctx                                                context.Context
-	scope, root, work, bin, kubeconfig, dsn, memberURL string
+	ctx                                                      context.Context
+	scope, root, work, bin, kubeconfig, repairDSN, memberURL string
 	// kubectl runs kubectl on the demo's cluster (output and errors
 	// together, as a user sees them); kubectlPath is the binary.
 	kubectl     func(...string) (string, error)
@@ -266,10 +266,9 @@ func (w *walkThrough) grantApprover() (string, error) {
 // createReconciliation applies the repair Secret and the
 // ProjectionReconciliation, printing the manifest.
 func (w *walkThrough) createReconciliation(recovery string) error {
-	// The repair DSN should be the projection_reconciliation role's
+	// The repair DSN is the projection_reconciliation role's
 	// (docs/database-role.md): it may quarantine and correct rows, nothing
-	// else. The demo's throwaway cluster has only its superuser, whose DSN
-	// the recovery already uses; it is fine here and only here.
+	// else; the recovery's DSN (projection_recovery) cannot.
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Secret
 metadata: {name: %[1]s-repair-db, namespace: default}
@@ -281,13 +280,13 @@ metadata: {name: %[3]s, namespace: default}
 spec:
   recoveryRef: {name: %[4]s}
   repairDsnSecretRef: {name: %[1]s-repair-db, key: dsn}
-`, w.scope, w.dsn, reconName, recovery)
+`, w.scope, w.repairDSN, reconName, recovery)
 	path := filepath.Join(w.work, "reconciliation.yaml")
 	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
 		return err
 	}
 	say("creating ProjectionReconciliation %s (%s; the Secret holds the repair DSN)", reconName, path)
-	shown := strings.Replace(manifest, fmt.Sprintf("%q", w.dsn), `"<repair DSN>"`, 1)
+	shown := strings.Replace(manifest, fmt.Sprintf("%q", w.repairDSN), `"<repair DSN>"`, 1)
 	fmt.Print(indent(shown))
 	out, err := w.kubectl("apply", "-f", path)
 	fmt.Print(indent(out))

@@ -18,8 +18,10 @@ limitations under the License.
 // recovery and the one place that maps an error to its code (Of). A code is
 // what .status.reason, the SQL cursor's blocked_reason, events and metrics
 // carry; each is either transient (RETRYING) or needs review (BLOCKED).
-// Source-client errors and database failures are classified here too, so the
-// mapping happens once, wherever the error came from.
+// Database failures are classified here; an error of another layer carries
+// its own code (Coded: the source client's errors do), so the mapping
+// happens once, wherever the error came from. codes imports nothing of the
+// module (internal/arch): any package may map its errors to it.
 package codes
 
 import (
@@ -31,8 +33,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/projection-recovery/projection-recovery/internal/source"
 )
 
 // Code is a stable refusal code. Every page that is not applied ends in exactly
@@ -175,8 +175,17 @@ func Newf(c Code, format string, args ...any) *Refusal {
 	return &Refusal{Code: c, Detail: fmt.Sprintf(format, args...)}
 }
 
+// Coded is an error that knows its stable code. The layer that defines the
+// error maps it (the source client's errors say SOURCE_*), not codes: codes
+// importing that layer would make it depend on what depends on it.
+type Coded interface {
+	error
+	StableCode() Code
+}
+
 // Of maps any error, once, to its stable code: a *Refusal keeps its own;
-// source client errors map to SOURCE_*; connection-class PostgreSQL failures,
+// the first Coded error in the chain gives its code (the source client's
+// errors: SOURCE_*); connection-class PostgreSQL failures,
 // closed connections, network errors and a cancelled or expired context (a
 // shutdown mid-transaction rolls back: nothing written) to
 // DATABASE_UNAVAILABLE; anything else to INTERNAL; nil to "".
@@ -188,17 +197,9 @@ func Of(err error) Code {
 	if errors.As(err, &r) {
 		return r.Code
 	}
-	var ue *source.UnavailableError
-	if errors.As(err, &ue) || source.IsTransient(err) {
-		return SourceUnavailable
-	}
-	var re *source.RefusalError
-	if errors.As(err, &re) {
-		return SourceRefused
-	}
-	var ve *source.VerificationError
-	if errors.As(err, &ve) {
-		return SourceVerification
+	var c Coded
+	if errors.As(err, &c) {
+		return c.StableCode()
 	}
 	if DatabaseUnavailableError(err) {
 		return DatabaseUnavailable

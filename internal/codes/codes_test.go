@@ -17,36 +17,42 @@ limitations under the License.
 package codes
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
-
-	"github.com/projection-recovery/projection-recovery/internal/source"
 )
 
-// TestOf_SourceErrors: the source client's typed errors map to their stable
-// code, wrapped or not, and a refused redirect is a SOURCE_REFUSED that
-// needs review (BLOCKED): retrying would be redirected again, and following
-// it is what the client refuses.
-func TestOf_SourceErrors(t *testing.T) {
+// coded is an error of another layer that knows its code, as the source
+// client's errors do (their mapping is tested in internal/source).
+type coded struct{ c Code }
+
+func (e coded) Error() string    { return "coded " + string(e.c) }
+func (e coded) StableCode() Code { return e.c }
+
+// TestOf: a Refusal keeps its code over anything it wraps, a Coded error
+// gives its own code wrapped or not, connection-class failures are
+// DATABASE_UNAVAILABLE and anything else INTERNAL.
+func TestOf(t *testing.T) {
 	cases := []struct {
 		name string
 		err  error
 		want Code
 	}{
-		{"refused redirect", &source.RefusalError{Status: 302, Code: source.CodeRedirectRefused}, SourceRefused},
-		{"wrapped refused redirect", fmt.Errorf("fetch: %w", &source.RefusalError{Status: 308, Code: source.CodeRedirectRefused}), SourceRefused},
-		{"after seq beyond boundary", &source.RefusalError{Status: 409, Code: source.CodeAfterSeqBeyondBoundary}, SourceUnavailable},
-		{"unavailable", &source.UnavailableError{Status: 503}, SourceUnavailable},
-		{"verification", &source.VerificationError{Code: source.VerifyDigestMismatch}, SourceVerification},
+		{"nil", nil, ""},
+		{"refusal", Newf(LeaseHeld, "held"), LeaseHeld},
+		{"refusal wrapping a coded error", &Refusal{Code: CursorMoved, Err: coded{SourceRefused}}, CursorMoved},
+		{"coded", coded{SourceVerification}, SourceVerification},
+		{"wrapped coded", fmt.Errorf("fetch: %w", coded{SourceUnavailable}), SourceUnavailable},
+		{"coded wins over the context it wraps", fmt.Errorf("%w: %w", coded{SourceRefused}, context.Canceled), SourceRefused},
+		{"cancelled context", fmt.Errorf("page: %w", context.Canceled), DatabaseUnavailable},
+		{"anything else", errors.New("boom"), Internal},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Of(tc.err); got != tc.want {
-				t.Fatalf("Of(%v) = %s, want %s", tc.err, got, tc.want)
+				t.Fatalf("Of(%v) = %q, want %q", tc.err, got, tc.want)
 			}
 		})
-	}
-	if SourceRefused.Transient() {
-		t.Fatal("SOURCE_REFUSED is transient: a redirecting source would be retried forever instead of reviewed")
 	}
 }

@@ -161,15 +161,58 @@ func NewDB(t testing.TB, setup Setup) DB {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ensureRoles(t)
+	db, err := provision(ctx, admin, setup)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return db
+}
+
+// Provision is NewDB's bring-up outside a test (the demo, the soak) on a
+// database that exists: the documented roles (created when missing), then
+// the hardening, grants, base schema and migrations as NewDB applies them.
+// adminDSN is a superuser's postgres:// URL on that database; the database
+// is the caller's to drop.
+func Provision(ctx context.Context, adminDSN string, setup Setup) (DB, error) {
+	if setup.Base == nil || setup.Migrate == nil {
+		return DB{}, errors.New("pgtest: Provision needs Setup.Base and Setup.Migrate")
+	}
+	if err := createRoles(ctx, adminDSN); err != nil {
+		return DB{}, fmt.Errorf("pgtest: creating roles: %w", err)
+	}
+	db, err := provision(ctx, adminDSN, setup)
+	if err != nil {
+		return DB{}, fmt.Errorf("pgtest: %w", err)
+	}
+	return db, nil
+}
+
+// CreateDatabase creates database name on the server adminDSN reaches and
+// returns adminDSN on it. The name is quoted, never spliced as text.
+func CreateDatabase(ctx context.Context, adminDSN, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, adminDSN)
+	if err != nil {
+		return "", fmt.Errorf("pgtest: connect to %s: %w", redact(adminDSN), err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("pgtest: create database %s: %w", name, err)
+	}
+	return WithDatabase(adminDSN, name)
+}
+
+// provision applies the grants, schema and migrations to the database
+// admin names (the roles exist).
+func provision(ctx context.Context, admin string, setup Setup) (DB, error) {
 	db := DB{Admin: admin}
 	u, err := url.Parse(admin)
 	if err != nil {
-		t.Fatalf("pgtest: parse admin dsn: %v", err)
+		return DB{}, fmt.Errorf("parse admin dsn: %w", err)
 	}
 	db.Name = strings.TrimPrefix(u.Path, "/")
 	for role, dst := range map[string]*string{MigratorRole: &db.Migrator, RecoveryRole: &db.Recovery, ReadOnlyRole: &db.ReadOnly, ReconciliationRole: &db.Reconciliation} {
 		if *dst, err = WithUser(admin, role); err != nil {
-			t.Fatalf("pgtest: %v", err)
+			return DB{}, err
 		}
 	}
 	var dbStatements []string
@@ -190,10 +233,10 @@ func NewDB(t testing.TB, setup Setup) DB {
 	}
 	for _, s := range steps {
 		if err := s.run(); err != nil {
-			t.Fatalf("pgtest: %s: %v", s.what, err)
+			return DB{}, fmt.Errorf("%s: %w", s.what, err)
 		}
 	}
-	return db
+	return db, nil
 }
 
 // Pool opens a pool on dsn, closed when the test ends.
@@ -246,33 +289,37 @@ func execAll(ctx context.Context, dsn string, stmts []string) error {
 var rolesOnce sync.Once
 var rolesErr error
 
-// ensureRoles creates the roles once per test binary. Roles are cluster-wide
-// and several test binaries share one cluster (hack/postgres.sh run), so
-// another binary creating the same role at the same moment is expected and
-// not an error.
+// ensureRoles creates the roles once per test binary.
 func ensureRoles(t testing.TB) {
 	t.Helper()
 	admin := AdminDSN(t)
 	rolesOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			rolesErr = err
-			return
-		}
-		defer conn.Close(ctx)
-		for _, s := range RoleStatements {
-			_, err := conn.Exec(ctx, s)
-			var pgErr *pgconn.PgError
-			// 42710 duplicate_object: exists already; 23505: created concurrently.
-			if err != nil && !(errors.As(err, &pgErr) && (pgErr.Code == "42710" || pgErr.Code == "23505")) {
-				rolesErr = fmt.Errorf("%s: %w", s, err)
-				return
-			}
-		}
+		rolesErr = createRoles(ctx, admin)
 	})
 	if rolesErr != nil {
 		t.Fatalf("pgtest: creating roles: %v", rolesErr)
 	}
+}
+
+// createRoles creates the documented roles that do not exist yet. Roles are
+// cluster-wide and several test binaries share one cluster (hack/postgres.sh
+// run), so another binary creating the same role at the same moment is
+// expected and not an error.
+func createRoles(ctx context.Context, admin string) error {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for _, s := range RoleStatements {
+		_, err := conn.Exec(ctx, s)
+		var pgErr *pgconn.PgError
+		// 42710 duplicate_object: exists already; 23505: created concurrently.
+		if err != nil && !(errors.As(err, &pgErr) && (pgErr.Code == "42710" || pgErr.Code == "23505")) {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
 }

@@ -275,7 +275,7 @@ func (r *applyRun) refuse(ctx context.Context, actions []Action, e *Error) (*Out
 			_ = r.audit(ctx, a, AuditRefused, e.Code, e.Detail) // listed in AuditErrors
 		}
 	}
-	r.finish(ctx)
+	r.finish()
 	r.w.Log.Info("reconciliation apply refused", "plan", r.out.PlanID, "correlationID", r.out.CorrelationID, "code", e.Code, "detail", e.Detail)
 	return r.out, e
 }
@@ -283,7 +283,7 @@ func (r *applyRun) refuse(ctx context.Context, actions []Action, e *Error) (*Out
 // stop ends a run that wrote nothing with e, its records written already.
 func (r *applyRun) stop(ctx context.Context, e *Error) (*Outcome, error) {
 	r.out.Code, r.out.Detail = e.Code, e.Error()
-	r.finish(ctx)
+	r.finish()
 	r.w.Log.Info("reconciliation apply stopped", "plan", r.out.PlanID, "correlationID", r.out.CorrelationID, "code", e.Code, "detail", e.Error())
 	return r.out, e
 }
@@ -367,7 +367,7 @@ func (r *applyRun) execute(ctx context.Context, selected []Action) (*Outcome, er
 		r.out.Applied = append(r.out.Applied, a)
 	}
 	r.verify(ctx)
-	r.finish(ctx)
+	r.finish()
 	r.w.Log.Info("reconciliation apply", "plan", r.out.PlanID, "correlationID", r.out.CorrelationID,
 		"applied", len(r.out.Applied), "verified", len(r.out.Verified), "stillDrifting", len(r.out.StillDrifting),
 		"verificationRan", r.out.VerificationRan)
@@ -389,7 +389,7 @@ func (r *applyRun) rollbackAfter(ctx context.Context, failed Action, cause error
 	r.out.RolledBack, r.out.RollbackFailed = revertNewestFirst(rctx, r, toRevert)
 	e := fail(ResultRepairFailed, cause, "action %s failed; %d reverted, %d not reverted", failed.ID, len(r.out.RolledBack), len(r.out.RollbackFailed))
 	r.out.Code, r.out.Detail = e.Code, e.Error()
-	r.finish(ctx)
+	r.finish()
 	r.w.Log.Error(cause, "reconciliation apply failed", "plan", r.out.PlanID, "correlationID", r.out.CorrelationID,
 		"action", failed.ID, "rolledBack", len(r.out.RolledBack), "rollbackFailed", len(r.out.RollbackFailed))
 	return r.out, e
@@ -460,8 +460,10 @@ func (r *applyRun) verify(ctx context.Context) {
 	r.out.VerificationRan = true
 }
 
-// finish builds and emits the run's one telemetry record.
-func (r *applyRun) finish(ctx context.Context) {
+// finish builds the run's one telemetry record into the outcome; the
+// caller emits it (reconstore.Telemetry.Apply logs and counts it), so the
+// record the tests read is the one production emits.
+func (r *applyRun) finish() {
 	o := r.out
 	o.Journaled = r.seq
 	planned := 0
@@ -472,7 +474,4 @@ func (r *applyRun) finish(ctx context.Context) {
 		Planned: planned, Selected: len(o.Selected), Applied: len(o.Applied), RolledBack: len(o.RolledBack),
 		RollbackFailed: len(o.RollbackFailed), Verified: len(o.Verified), StillDrifting: len(o.StillDrifting),
 		VerificationRan: o.VerificationRan, Duration: r.w.now().Sub(r.start)}
-	if r.w.Telemetry != nil {
-		r.w.Telemetry.Emit(context.WithoutCancel(ctx), o.Telemetry)
-	}
 }

@@ -125,8 +125,8 @@ func TestApply_GuardsWriteNothing(t *testing.T) {
 					}
 				}
 			}
-			if len(r.tel.records) != 1 || r.tel.records[0].Code != c.code || r.tel.records[0].Name != TelemetryName {
-				t.Errorf("telemetry: %+v", r.tel.records)
+			if tel := out.Telemetry; tel.Code != c.code || tel.Name != TelemetryName {
+				t.Errorf("telemetry: %+v", tel)
 			}
 		})
 	}

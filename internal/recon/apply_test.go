@@ -62,8 +62,8 @@ func TestApply_SuccessVerifies(t *testing.T) {
 			t.Errorf("audit record lacks context: %+v", rec)
 		}
 	}
-	if len(r.tel.records) != 1 || r.tel.records[0].Applied != 3 || r.tel.records[0].Verified != 3 || r.tel.records[0].Code != "" {
-		t.Errorf("telemetry: %+v", r.tel.records)
+	if tel := out.Telemetry; tel.Name != TelemetryName || tel.Applied != 3 || tel.Verified != 3 || tel.Code != "" {
+		t.Errorf("telemetry: %+v", tel)
 	}
 	// The world is clean now.
 	if rep := mustDetect(t, r.world.snap); len(rep.Findings) != 0 {
@@ -177,8 +177,8 @@ func TestApply_FailureRollsBackNewestFirst(t *testing.T) {
 			if oc := r.audit.outcomes(); oc[AuditFailed] != 1 || oc[AuditReverted] != len(c.rolledBack) || oc[AuditRevertFailed] != len(c.rollbackFailed) {
 				t.Errorf("audit outcomes: %v", oc)
 			}
-			if len(r.tel.records) != 1 || r.tel.records[0].Code != ResultRepairFailed || r.tel.records[0].RolledBack != len(c.rolledBack) {
-				t.Errorf("telemetry: %+v", r.tel.records)
+			if tel := out.Telemetry; tel.Code != ResultRepairFailed || tel.RolledBack != len(c.rolledBack) {
+				t.Errorf("telemetry: %+v", tel)
 			}
 		})
 	}

@@ -32,7 +32,7 @@ limitations under the License.
 // strategies.go) import nothing that can write (no database driver, no
 // net/http, no os). Storage, HTTP and Kubernetes reach this package only
 // through the interfaces it declares: SnapshotProvider, Handler, Journal,
-// Permission, Auditor, TelemetrySink, RunStore and Session (which brackets
+// Permission, Auditor, RunStore and Session (which brackets
 // an apply's handlers, e.g. with the scope's write lease). TestGuard_NoWritePathImports
 // enforces it.
 package recon

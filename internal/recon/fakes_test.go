@@ -188,10 +188,6 @@ func (a *fakeAuditor) outcomes() map[string]int {
 	return m
 }
 
-type fakeTelemetry struct{ records []Telemetry }
-
-func (f *fakeTelemetry) Emit(ctx context.Context, t Telemetry) { f.records = append(f.records, t) }
-
 type fakeRuns struct{ saved []Run }
 
 func (f *fakeRuns) Save(ctx context.Context, r Run) error {
@@ -219,12 +215,11 @@ type rig struct {
 	handlers *fakeHandlers
 	journal  *fakeJournal
 	audit    *fakeAuditor
-	tel      *fakeTelemetry
 	now      time.Time
 }
 
 func newRig(s *Snapshot, noRevert ...ActionKind) *rig {
-	r := &rig{world: &fakeWorld{snap: s}, journal: &fakeJournal{}, audit: &fakeAuditor{}, tel: &fakeTelemetry{}, now: fxNow}
+	r := &rig{world: &fakeWorld{snap: s}, journal: &fakeJournal{}, audit: &fakeAuditor{}, now: fxNow}
 	r.handlers = &fakeHandlers{world: r.world, failApply: map[string]error{}, failRev: map[string]error{}, swallow: map[string]bool{}}
 	hs := Handlers{}
 	skip := map[ActionKind]bool{}
@@ -235,6 +230,6 @@ func newRig(s *Snapshot, noRevert ...ActionKind) *rig {
 		hs[spec.Kind] = r.handlers.handler(skip[spec.Kind])
 	}
 	r.wf = &Workflow{Provider: r.world, Handlers: hs, Permission: allowOnly("ada"), Journal: r.journal, Auditor: r.audit,
-		Telemetry: r.tel, Clock: func() time.Time { return r.now }, StaleAfter: 5 * time.Minute}
+		Clock: func() time.Time { return r.now }, StaleAfter: 5 * time.Minute}
 	return r
 }

@@ -368,7 +368,8 @@ func StepRecordsFrom(ctx context.Context) *StepRecords {
 	return s
 }
 
-// TelemetryName is the name of the one record each apply run emits.
+// TelemetryName is the name of the one record each apply run emits
+// (Outcome.Telemetry; the caller of Apply emits it).
 const TelemetryName = "reconciliation.repair"
 
 // Telemetry is one record per apply run.
@@ -387,9 +388,4 @@ type Telemetry struct {
 	StillDrifting   int
 	VerificationRan bool
 	Duration        time.Duration
-}
-
-// TelemetrySink receives the run's telemetry record (optional).
-type TelemetrySink interface {
-	Emit(ctx context.Context, t Telemetry)
 }

@@ -166,8 +166,8 @@ func TestSession_BeginFailsRefusesLeaseUnavailable(t *testing.T) {
 	if n := r.audit.outcomes()[AuditRefused]; n != len(p.Actions) || len(r.audit.records) != n {
 		t.Errorf("audit %v, want %d refused", r.audit.outcomes(), len(p.Actions))
 	}
-	if len(r.tel.records) != 1 || r.tel.records[0].Code != ResultLeaseUnavailable {
-		t.Errorf("telemetry %+v", r.tel.records)
+	if tel := out.Telemetry; tel.Code != ResultLeaseUnavailable || tel.Name != TelemetryName {
+		t.Errorf("telemetry %+v", tel)
 	}
 
 	// Rollback: the refused apply changed nothing, so a new dry run plans

@@ -42,7 +42,6 @@ type Workflow struct {
 	Permission Permission
 	Journal    Journal
 	Auditor    Auditor
-	Telemetry  TelemetrySink // optional
 	// Session brackets the handler calls of each apply and rollback
 	// (optional; see Session).
 	Session Session

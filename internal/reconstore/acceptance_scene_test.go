@@ -52,7 +52,7 @@ import (
 //   - the recovery worker applying verified pages as projection_recovery,
 //     exactly as the controller's cycle does (AcquireLease, then Fetch +
 //     ApplyPage until CURRENT; a refusal recorded on the cursor);
-//   - reconciliation (NewWorkflow) detecting as projection_recovery_readonly
+//   - reconciliation (NewRunner) detecting as projection_recovery_readonly
 //     and repairing as projection_reconciliation.
 //
 // newScene leaves the scope verified through V (a first batch of commands,
@@ -70,7 +70,7 @@ type scene struct {
 	events []wire.Event // every event of the member, in consensus order
 	v      int64        // the cursor's verified-through seq after the first batch
 
-	wf   *Workflow
+	wf   *Runner
 	reg  *prometheus.Registry
 	logs *lines // every line the workflow logged
 
@@ -170,7 +170,7 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.wf, err = NewWorkflow(WorkflowConfig{
+	s.wf, err = NewRunner(RunnerConfig{
 		Store:      store.New(pgtest.Pool(t, s.db.Reconciliation)),
 		ReadPool:   pgtest.Pool(t, s.db.ReadOnly),
 		Source:     s.client,

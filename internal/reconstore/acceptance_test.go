@@ -282,7 +282,7 @@ func (s *scene) repair(d *DryRun, b breakage, record string) {
 	s.planned(d, b, record)
 	o = s.apply(d, b)
 	verified = s.cursor().VerifiedThroughSeq
-	ro, err = s.freshWorkflow().RollbackRun(ctxb, s.scope, o.CorrelationID, approver, 0)
+	ro, err = s.freshRunner().RollbackRun(ctxb, s.scope, o.CorrelationID, approver, 0)
 	s.rollbacks++
 	if err != nil || len(ro.RolledBack) != 1 || !recon.SameRepair(ro.RolledBack[0], o.Applied[0]) || len(ro.Manual) != 0 {
 		s.t.Fatalf("rollback from the audit trail: %v %+v", err, ro)

@@ -81,12 +81,12 @@ VALUES ('reconciliation.repaired', 'old', 'p', 's', 'x', 'drop_position', 'appli
 	}
 }
 
-// freshWorkflow is a second workflow on the scene's database and member,
+// freshRunner is a second workflow on the scene's database and member,
 // sharing nothing with s.wf but its telemetry (so the scene's counts hold):
 // what an operator has after a restart, with no Outcome object.
-func (s *scene) freshWorkflow() *Workflow {
+func (s *scene) freshRunner() *Runner {
 	s.t.Helper()
-	w, err := NewWorkflow(WorkflowConfig{
+	w, err := NewRunner(RunnerConfig{
 		Store:      store.New(pgtest.Pool(s.t, s.db.Reconciliation)),
 		ReadPool:   pgtest.Pool(s.t, s.db.ReadOnly),
 		Source:     s.client,
@@ -130,7 +130,7 @@ SELECT msg_id || '-copy', scope, account, instrument, quantity, avg_cost, cursor
 	}
 	applied := s.dump(false)
 
-	w := s.freshWorkflow()
+	w := s.freshRunner()
 	if ro, err := w.RollbackRun(ctxb, s.scope, "no-such-run", approver, 0); recon.CodeOf(err) != recon.ResultNothingSelected || ro.Code != recon.ResultNothingSelected {
 		t.Fatalf("rollback of an unknown correlation id: %v %+v", err, ro)
 	}

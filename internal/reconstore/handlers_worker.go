@@ -45,7 +45,7 @@ import (
 //     release at its end leaves the row to the worker, whose AcquireLease
 //     increments the fence again;
 //   - without a session (a rehearsal, which must not take the lease: see
-//     Workflow.Rehearse), it takes the projection write lock and the lease
+//     Runner.Rehearse), it takes the projection write lock and the lease
 //     row FOR UPDATE itself and clears the owner only while the row is still
 //     Before AND expired by the database clock: an unexpired lease's page
 //     may still be running. The fence and expiry stay, so the next owner's

@@ -38,7 +38,7 @@ func (s *scene) leaseWorkflow(clock func() time.Time) *[]string {
 	s.t.Helper()
 	var mu sync.Mutex
 	asked := &[]string{}
-	w, err := NewWorkflow(WorkflowConfig{
+	w, err := NewRunner(RunnerConfig{
 		Store:      store.New(pgtest.Pool(s.t, s.db.Reconciliation)),
 		ReadPool:   pgtest.Pool(s.t, s.db.ReadOnly),
 		Source:     s.client,
@@ -75,7 +75,7 @@ func (s *scene) deadHolder() store.Lease {
 }
 
 // TestLeaseRepair_DeadHolderReleasedThroughTheWorkflow: the whole path of
-// lease.fresh's repair on real parts (NewWorkflow → DryRun → Apply with an
+// lease.fresh's repair on real parts (NewRunner → DryRun → Apply with an
 // allowed principal and the echoed plan id → verification). The dead
 // holder's claim is released: the fence moves past it so that manager can
 // never commit again (FR-APR08); the apply verifies lease.fresh (not

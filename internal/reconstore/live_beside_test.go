@@ -68,7 +68,7 @@ func liveBesideDryRuns(tb testing.TB, events int, paced bool) besideResult {
 		if of == nil {
 			of = w
 		}
-		wf, err := NewWorkflow(WorkflowConfig{
+		wf, err := NewRunner(RunnerConfig{
 			Store: store.New(pgtest.Pool(tb, of.db.Reconciliation)), ReadPool: pgtest.Pool(tb, of.db.ReadOnly), Source: of.client,
 			Permission: recon.PermissionFunc(func(context.Context, string) (bool, error) { return false, nil }),
 			StaleAfter: 5 * time.Minute, Log: logr.Discard(),

@@ -21,9 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -247,7 +245,7 @@ func (j *Journal) entries(ctx context.Context, correlationID string, own bool) (
 // Each row holds the whole action (migration 00004: target, the absence of
 // before/after, reversibility, risk, lifecycle event, rollback text), so a
 // successful apply can be rolled back from these rows alone
-// (Workflow.OutcomeFromAudit).
+// (Runner.OutcomeFromAudit).
 type Auditor struct {
 	Pool *pgxpool.Pool
 	// beforeInsert: as Journal's (tests only).
@@ -409,18 +407,4 @@ func fieldsJSON(f recon.Fields) ([]byte, error) {
 		f = recon.Fields{}
 	}
 	return json.Marshal(f)
-}
-
-// LogTelemetry is a recon.TelemetrySink writing the run's record as one
-// structured log line (no metrics dependency).
-type LogTelemetry struct{ Log logr.Logger }
-
-var _ recon.TelemetrySink = LogTelemetry{}
-
-// Emit logs t.
-func (l LogTelemetry) Emit(_ context.Context, t recon.Telemetry) {
-	l.Log.Info(t.Name, "correlationID", t.CorrelationID, "plan", t.PlanID, "scope", t.Scope, "code", string(t.Code),
-		"planned", t.Planned, "selected", t.Selected, "applied", t.Applied, "rolledBack", t.RolledBack,
-		"rollbackFailed", t.RollbackFailed, "verified", t.Verified, "stillDrifting", t.StillDrifting,
-		"verificationRan", t.VerificationRan, "duration", t.Duration.Round(time.Millisecond).String())
 }

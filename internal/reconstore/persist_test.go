@@ -150,8 +150,12 @@ func TestPersist_JournalCommittedBeforeTheNextAction(t *testing.T) {
 	}
 	wf := &recon.Workflow{Provider: w.provider(0), Clock: time.Now, StaleAfter: time.Minute, Journal: journal, Auditor: auditor,
 		Permission: recon.PermissionFunc(func(context.Context, string) (bool, error) { return true, nil }),
-		Handlers:   recon.Handlers{recon.ActionKind("rederive_position"): h},
-		Telemetry:  LogTelemetry{Log: funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})}}
+		Handlers:   recon.Handlers{recon.ActionKind("rederive_position"): h}}
+	// The runner's telemetry, as Runner.Apply emits the outcome's record.
+	tel, err := NewTelemetry(funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err := wf.DryRun(ctxb, w.scope)
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +170,7 @@ func TestPersist_JournalCommittedBeforeTheNextAction(t *testing.T) {
 		t.Fatalf("want >= 3 rederive actions, plan %+v manual %+v", res.Plan.Actions, res.Plan.Manual)
 	}
 	out, err := wf.Apply(ctxb, res.Plan, recon.ApplyOptions{Principal: "alice", Confirm: res.Plan.PlanID, Only: ids})
+	tel.Apply(out, err)
 	if recon.CodeOf(err) != recon.ResultRepairFailed || len(out.RolledBack) != 1 {
 		t.Fatalf("apply: %v, %+v", err, out)
 	}
@@ -197,7 +202,7 @@ func TestPersist_JournalCommittedBeforeTheNextAction(t *testing.T) {
 	if !slices.Contains(outcomes, recon.AuditApplied) || !slices.Contains(outcomes, recon.AuditReverted) {
 		t.Fatalf("audit outcomes %v", outcomes)
 	}
-	if len(logged) != 1 || !strings.Contains(logged[0], `"code"="repair_failed"`) {
+	if len(logged) != 1 || !strings.Contains(logged[0], `"code"="repair_failed"`) || !strings.Contains(logged[0], `"rolledBack"=1`) {
 		t.Fatalf("telemetry %q", logged)
 	}
 	// A second entry at a journaled position is refused (it would rewrite history).

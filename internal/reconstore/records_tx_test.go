@@ -75,10 +75,10 @@ func TestRecords_CommitWithTheRepair(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name string
-		arm  func(w *Workflow, crash func(context.Context))
+		arm  func(w *Runner, crash func(context.Context))
 	}{
-		{"before the journal entry", func(w *Workflow, crash func(context.Context)) { w.journal.beforeInsert = crash }},
-		{"before the audit record", func(w *Workflow, crash func(context.Context)) { w.audit.beforeInsert = crash }},
+		{"before the journal entry", func(w *Runner, crash func(context.Context)) { w.journal.beforeInsert = crash }},
+		{"before the audit record", func(w *Runner, crash func(context.Context)) { w.audit.beforeInsert = crash }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -109,7 +109,7 @@ func TestRecords_CommitWithTheRepair(t *testing.T) {
 			}
 
 			// After the restart the approval is applied once, with its records.
-			w := s.freshWorkflow()
+			w := s.freshRunner()
 			o, err := w.Apply(ctxb, d.Plan, recon.ApplyOptions{Principal: approver, Confirm: d.Plan.PlanID, CorrelationID: "after-restart"})
 			if err != nil || len(o.Applied) != 1 || len(sameDump(s.dump(false), pre)) == 0 {
 				t.Fatalf("apply after the restart: %v %+v", err, o)

@@ -78,7 +78,7 @@ var ErrRecordsDisagree = errors.New("reconstore: the audit trail and the journal
 // of its applied actions, like an apply's refusals. A refusal before that
 // (records_untrusted, records that disagree or cannot be read) names no
 // action the rollback could trust, and is left to the log and status.
-func (w *Workflow) RollbackRun(ctx context.Context, scope, correlationID, principal string, maxActions int) (*recon.RollbackOutcome, error) {
+func (w *Runner) RollbackRun(ctx context.Context, scope, correlationID, principal string, maxActions int) (*recon.RollbackOutcome, error) {
 	start := time.Now()
 	var auditErrors []string
 	o, err := w.rollbackSource(ctx, correlationID)
@@ -106,7 +106,7 @@ func (w *Workflow) RollbackRun(ctx context.Context, scope, correlationID, princi
 // answer it; either refusal is audited on every applied action, as
 // Rollback audits a denial. It never defers to Rollback once the radius is
 // exceeded: a permission granted between two checks would revert them all.
-func (w *Workflow) rollbackRadius(ctx context.Context, o *recon.Outcome, principal string, maxActions int) ([]string, error) {
+func (w *Runner) rollbackRadius(ctx context.Context, o *recon.Outcome, principal string, maxActions int) ([]string, error) {
 	if maxActions <= 0 {
 		maxActions = recon.DefaultMaxActions
 	}
@@ -132,7 +132,7 @@ func (w *Workflow) rollbackRadius(ctx context.Context, o *recon.Outcome, princip
 
 // auditRefusal records e, a refused rollback of o by principal, on each
 // applied action of o; it returns the records it could not write.
-func (w *Workflow) auditRefusal(ctx context.Context, o *recon.Outcome, principal string, e *recon.Error) []string {
+func (w *Runner) auditRefusal(ctx context.Context, o *recon.Outcome, principal string, e *recon.Error) []string {
 	var lost []string
 	for _, a := range o.Applied {
 		rec := recon.AuditRecord{Action: recon.AuditAction, CorrelationID: o.CorrelationID, PlanID: o.PlanID, Scope: o.Scope,
@@ -153,7 +153,7 @@ func (w *Workflow) auditRefusal(ctx context.Context, o *recon.Outcome, principal
 // ResultRecordsUntrusted). Both the refusal and the filter are needed: the
 // refusal tells a human the run was tampered with, and the filter keeps a
 // row another role adds after that check out of the reads that follow it.
-func (w *Workflow) rollbackSource(ctx context.Context, correlationID string) (*recon.Outcome, error) {
+func (w *Runner) rollbackSource(ctx context.Context, correlationID string) (*recon.Outcome, error) {
 	st, err := strangers(ctx, w.journal.Pool, correlationID)
 	if err != nil {
 		return nil, &recon.Error{Code: recon.ResultInternal, Detail: "read who wrote the run's records", Err: err}
@@ -209,13 +209,13 @@ func disagreement(audit, journal *recon.Outcome) string {
 // several scopes or plans, an action applied twice, or an applied record
 // written before migration 00004, which holds no target (internal). It
 // reads every writer's rows (an inspection); RollbackRun reads its own role's only.
-func (w *Workflow) OutcomeFromAudit(ctx context.Context, correlationID string) (*recon.Outcome, error) {
+func (w *Runner) OutcomeFromAudit(ctx context.Context, correlationID string) (*recon.Outcome, error) {
 	return w.outcomeFromAudit(ctx, correlationID, false)
 }
 
 // outcomeFromAudit is OutcomeFromAudit; own: only the rows written as the
 // session's role.
-func (w *Workflow) outcomeFromAudit(ctx context.Context, correlationID string, own bool) (*recon.Outcome, error) {
+func (w *Runner) outcomeFromAudit(ctx context.Context, correlationID string, own bool) (*recon.Outcome, error) {
 	recs, err := w.audit.storedRecords(ctx, correlationID, own)
 	if err != nil {
 		return nil, &recon.Error{Code: recon.ResultInternal, Detail: "read the audit trail", Err: err}
@@ -265,12 +265,12 @@ func (w *Workflow) outcomeFromAudit(ctx context.Context, correlationID string, o
 // correlationID: its plan, scope, and the actions that are applied and not
 // reverted, in journal order. A run with no journal entry is an error. It
 // reads every writer's rows; RollbackRun reads its own role's only.
-func (w *Workflow) OutcomeOf(ctx context.Context, correlationID string) (*recon.Outcome, error) {
+func (w *Runner) OutcomeOf(ctx context.Context, correlationID string) (*recon.Outcome, error) {
 	return w.outcomeOf(ctx, correlationID, false)
 }
 
 // outcomeOf is OutcomeOf; own: only the rows written as the session's role.
-func (w *Workflow) outcomeOf(ctx context.Context, correlationID string, own bool) (*recon.Outcome, error) {
+func (w *Runner) outcomeOf(ctx context.Context, correlationID string, own bool) (*recon.Outcome, error) {
 	entries, err := w.journal.entries(ctx, correlationID, own)
 	if err != nil {
 		return nil, err

@@ -107,7 +107,7 @@ func TestAuditRollback_RefusesRecordsTheRepairRoleDidNotWrite(t *testing.T) {
 	if err != nil || len(o.Applied) != 1 {
 		t.Fatalf("apply: %v %+v", err, o)
 	}
-	w := s.freshWorkflow()
+	w := s.freshRunner()
 	parent := s.t
 	for _, c := range []struct {
 		name, corr, plan string
@@ -157,7 +157,7 @@ func TestAuditRollback_RespectsTheBlastRadius(t *testing.T) {
 	if err != nil || n < 2 {
 		t.Fatalf("apply: %v %+v; want two reversible actions of:\n%s", err, o, recon.FormatPlan(d.Plan))
 	}
-	w := s.freshWorkflow()
+	w := s.freshRunner()
 	parent := s.t
 	for _, c := range []struct {
 		name, principal string
@@ -236,7 +236,7 @@ func TestPersist_Migration6OnAnUpgradedDatabase(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].WrittenAs != pgtest.MigratorRole {
 		t.Fatalf("a record from before migration 6: %+v %v; want it read as written by the role that migrated", recs, err)
 	}
-	w, err := NewWorkflow(WorkflowConfig{Store: store.New(repair), Source: nopFetcher{}, StaleAfter: time.Minute,
+	w, err := NewRunner(RunnerConfig{Store: store.New(repair), Source: nopFetcher{}, StaleAfter: time.Minute,
 		Permission: recon.PermissionFunc(func(context.Context, string) (bool, error) { return true, nil })})
 	if err != nil {
 		t.Fatal(err)

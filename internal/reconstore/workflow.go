@@ -48,8 +48,8 @@ const (
 	RehearsalOwnerPrefix = recon.RehearsalLeaseOwnerPrefix
 )
 
-// WorkflowConfig wires one deployment of reconciliation on PostgreSQL.
-type WorkflowConfig struct {
+// RunnerConfig wires one deployment of reconciliation on PostgreSQL.
+type RunnerConfig struct {
 	// Store connects as projection_reconciliation (docs/database-role.md):
 	// the repair handlers, the scope's lease, and the run, journal and audit
 	// records are written through it.
@@ -89,10 +89,11 @@ type WorkflowConfig struct {
 	Log          logr.Logger
 }
 
-// Workflow is reconciliation on PostgreSQL: recon.Workflow wired to the
-// provider, the handlers, the durable runs, journal and audit trail, and a
-// session that holds the scope's fenced lease around every repair.
-type Workflow struct {
+// Runner runs reconciliation on PostgreSQL (dry runs, rehearsals, applies,
+// rollbacks): recon.Workflow wired to the provider, the handlers, the
+// durable runs, journal and audit trail, and a session that holds the
+// scope's fenced lease around every repair.
+type Runner struct {
 	core    *recon.Workflow
 	store   *store.Store
 	dry     *Handlers // the same handlers in DryRun mode (rehearsals)
@@ -132,8 +133,8 @@ func (w *withdrawals) take(scope string) int64 {
 	return t
 }
 
-// NewWorkflow validates cfg and wires the workflow.
-func NewWorkflow(cfg WorkflowConfig) (*Workflow, error) {
+// NewRunner validates cfg and wires the runner.
+func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	switch {
 	case cfg.Store == nil:
 		return nil, errors.New("reconstore: workflow needs a store (projection_reconciliation)")
@@ -168,7 +169,7 @@ func NewWorkflow(cfg WorkflowConfig) (*Workflow, error) {
 	h := &Handlers{Store: cfg.Store, Lease: sessionLease, TriggerCycle: cfg.TriggerCycle, Publish: cfg.Publish, Journal: journal, Audit: audit}
 	dry := *h
 	dry.DryRun = true
-	w := &Workflow{store: cfg.Store, dry: &dry, runs: &Runs{Pool: pool}, journal: journal, audit: audit,
+	w := &Runner{store: cfg.Store, dry: &dry, runs: &Runs{Pool: pool}, journal: journal, audit: audit,
 		tel: tel, clock: cfg.Clock, leases: leases, log: cfg.Log}
 	h.Withdrawn = func(scope string, through int64) {
 		w.withdrawn.add(scope, through)
@@ -193,9 +194,9 @@ func NewWorkflow(cfg WorkflowConfig) (*Workflow, error) {
 }
 
 // Journal, Audit and Runs are the workflow's durable records.
-func (w *Workflow) Journal() *Journal { return w.journal }
-func (w *Workflow) Audit() *Auditor   { return w.audit }
-func (w *Workflow) Runs() *Runs       { return w.runs }
+func (w *Runner) Journal() *Journal { return w.journal }
+func (w *Runner) Audit() *Auditor   { return w.audit }
+func (w *Runner) Runs() *Runs       { return w.runs }
 
 // DryRun is one dry run: its run record, report and plan.
 type DryRun struct {
@@ -240,7 +241,7 @@ func (r Rehearsal) WouldSucceed() bool {
 // read is one read-only REPEATABLE READ transaction), so a scheduled dry
 // run never stalls a page or a live write. It does not rehearse: Rehearse
 // takes the lease and the write lock and runs only when asked.
-func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRun, error) {
+func (w *Runner) DryRun(ctx context.Context, scope string) (*DryRun, error) {
 	start := time.Now()
 	res, err := w.core.DryRun(ctx, scope)
 	out := &DryRun{DryRunResult: res}
@@ -270,7 +271,7 @@ func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRun, error) {
 // applied. release_lease is then rehearsed on its own row (still Before and
 // expired by the database clock, rolled back) and trigger_cycle needs no
 // lease; an action that writes under the lease is reported not rehearsed.
-func (w *Workflow) Rehearse(ctx context.Context, plan *recon.Plan, id string) Rehearsal {
+func (w *Runner) Rehearse(ctx context.Context, plan *recon.Plan, id string) Rehearsal {
 	if plan == nil || len(plan.Actions) == 0 {
 		return Rehearsal{Ran: true}
 	}
@@ -311,7 +312,7 @@ func (w *Workflow) Rehearse(ctx context.Context, plan *recon.Plan, id string) Re
 // the handlers under the scope's lease, taken as RepairOwnerPrefix+the
 // correlation id). When the recovery worker holds the lease it refuses with
 // lease_unavailable (transient) and writes nothing.
-func (w *Workflow) Apply(ctx context.Context, plan *recon.Plan, opt recon.ApplyOptions) (*recon.Outcome, error) {
+func (w *Runner) Apply(ctx context.Context, plan *recon.Plan, opt recon.ApplyOptions) (*recon.Outcome, error) {
 	out, err := w.core.Apply(ctx, plan, opt)
 	w.tel.Apply(out, err)
 	return out, err
@@ -323,7 +324,7 @@ func (w *Workflow) Apply(ctx context.Context, plan *recon.Plan, opt recon.ApplyO
 // A revert that puts a record back into the scope's verified window
 // withdraws its certificate (store.WithdrawTx, in the revert's
 // transaction); the outcome's WithdrawnThrough says which.
-func (w *Workflow) Rollback(ctx context.Context, o *recon.Outcome, principal string) (*recon.RollbackOutcome, error) {
+func (w *Runner) Rollback(ctx context.Context, o *recon.Outcome, principal string) (*recon.RollbackOutcome, error) {
 	start := time.Now()
 	scope := ""
 	if o != nil {

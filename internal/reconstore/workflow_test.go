@@ -36,23 +36,23 @@ func (nopFetcher) Fetch(context.Context, int64, string, string, int) (*source.Pa
 
 func TestWorkflow_ConfigRefusesMissingParts(t *testing.T) {
 	allow := recon.PermissionFunc(func(context.Context, string) (bool, error) { return true, nil })
-	ok := WorkflowConfig{Store: store.New(nil), Source: nopFetcher{}, Permission: allow, StaleAfter: time.Minute}
+	ok := RunnerConfig{Store: store.New(nil), Source: nopFetcher{}, Permission: allow, StaleAfter: time.Minute}
 	for _, c := range []struct {
 		name string
-		edit func(*WorkflowConfig)
+		edit func(*RunnerConfig)
 		want string // "" : valid
 	}{
-		{"complete", func(*WorkflowConfig) {}, ""},
-		{"no store", func(c *WorkflowConfig) { c.Store = nil }, "store"},
-		{"no source", func(c *WorkflowConfig) { c.Source = nil }, "source"},
-		{"no permission", func(c *WorkflowConfig) { c.Permission = nil }, "permission"},
-		{"no staleAfter", func(c *WorkflowConfig) { c.StaleAfter = 0 }, "staleAfter"},
-		{"negative lease", func(c *WorkflowConfig) { c.LeaseDuration = -time.Second }, "lease"},
+		{"complete", func(*RunnerConfig) {}, ""},
+		{"no store", func(c *RunnerConfig) { c.Store = nil }, "store"},
+		{"no source", func(c *RunnerConfig) { c.Source = nil }, "source"},
+		{"no permission", func(c *RunnerConfig) { c.Permission = nil }, "permission"},
+		{"no staleAfter", func(c *RunnerConfig) { c.StaleAfter = 0 }, "staleAfter"},
+		{"negative lease", func(c *RunnerConfig) { c.LeaseDuration = -time.Second }, "lease"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := ok
 			c.edit(&cfg)
-			w, err := NewWorkflow(cfg)
+			w, err := NewRunner(cfg)
 			switch {
 			case c.want == "" && (err != nil || w.leases.ttl != DefaultRepairLease || w.core.Session == nil || w.core.Clock == nil):
 				t.Fatalf("valid config: %v", err)

@@ -26,6 +26,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/projection-recovery/projection-recovery/internal/codes"
 )
 
 // Path of the catch-up endpoint and of the descriptor endpoint.
@@ -109,6 +111,16 @@ func (e *RefusalError) Error() string {
 	return fmt.Sprintf("source refused (HTTP %d %s, boundarySeq %d): %s", e.Status, e.Code, e.BoundarySeq, e.Message)
 }
 
+// StableCode is SOURCE_UNAVAILABLE for the refusal IsTransient retries
+// (a member behind the verified cursor), SOURCE_REFUSED (BLOCKED) for any
+// other.
+func (e *RefusalError) StableCode() codes.Code {
+	if e.Status == 409 && e.Code == CodeAfterSeqBeyondBoundary {
+		return codes.SourceUnavailable
+	}
+	return codes.SourceRefused
+}
+
 // Verification codes of *VerificationError.
 const (
 	VerifyProtocolMismatch   = "PROTOCOL_MISMATCH"
@@ -131,6 +143,9 @@ type VerificationError struct {
 func (e *VerificationError) Error() string {
 	return "source page failed verification: " + e.Code + ": " + e.Detail
 }
+
+// StableCode is SOURCE_VERIFICATION: never transient.
+func (e *VerificationError) StableCode() codes.Code { return codes.SourceVerification }
 
 // UnavailableError wraps a transport failure, a timeout, a 5xx, a 408 or a
 // 429: the member could not answer now; retrying later may succeed.
@@ -156,6 +171,17 @@ func (e *UnavailableError) Error() string {
 }
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// StableCode is SOURCE_UNAVAILABLE (RETRYING) whatever it wraps: the member
+// did not answer now, and a retry may get the page.
+func (e *UnavailableError) StableCode() codes.Code { return codes.SourceUnavailable }
+
+// The client's errors carry their code (codes.Of reads it).
+var (
+	_ codes.Coded = (*RefusalError)(nil)
+	_ codes.Coded = (*VerificationError)(nil)
+	_ codes.Coded = (*UnavailableError)(nil)
+)
 
 // IsTransient reports whether err is worth retrying with backoff unchanged
 // (RETRYING rather than BLOCKED):

@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
+	"github.com/projection-recovery/projection-recovery/internal/reference/enginetest"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
@@ -66,7 +67,7 @@ func catchUpRun(b *testing.B, n int) (*Store, time.Duration, int) {
 
 // sourcePages generates n events of the seeded stream as pages of the
 // contract's maximum size, before any clock starts.
-func sourcePages(b testing.TB, n int) []*source.Page { return storetest.StreamPages(b, 42, n) }
+func sourcePages(b testing.TB, n int) []*source.Page { return enginetest.StreamPages(b, 42, n) }
 
 // BenchmarkReverifyFromGenesis: a complete projection of N events whose
 // cursor is reset (FR-APR07) is re-verified from genesis: every retained trade

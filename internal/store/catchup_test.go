@@ -19,6 +19,7 @@ package store
 import (
 	"testing"
 
+	"github.com/projection-recovery/projection-recovery/internal/reference/enginetest"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )
 
@@ -28,7 +29,7 @@ func TestFRAPR07_BootstrapFromGenesisMatchesIndependentReplay(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	run := addRun(t, s, "s1", PhaseActive, nil)
-	src := storetest.EngineLedger(t, 7, 600, 5)
+	src := enginetest.Ledger(t, 7, 600, 5)
 	l := lease(t, s, "s1", "a")
 	res := catchUp(t, s, l, run, src, 50)
 	if res.VerifiedThroughSeq != src.Boundary || res.ChainDigest != src.DigestThrough(src.Boundary) || res.EventCount != int64(len(src.Events)) {

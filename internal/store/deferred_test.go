@@ -24,6 +24,7 @@ import (
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/position"
+	"github.com/projection-recovery/projection-recovery/internal/reference/enginetest"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
@@ -122,7 +123,7 @@ func deferredCount(t *testing.T, s *Store) (n int) {
 // page, for a fraction of the retained legs re-read.
 func TestDeferred_ReverificationMatchesFoldingEverything(t *testing.T) {
 	t.Parallel()
-	src := storetest.EngineLedger(t, 11, 1500, 6)
+	src := enginetest.Ledger(t, 11, 1500, 6)
 	var snaps [2]string
 	var legs [2]int64
 	for i, foldAll := range []bool{false, true} {
@@ -210,7 +211,7 @@ VALUES ('s', $1, $2, 0, 0, true, $3, $4) ON CONFLICT (scope, account, instrument
 // that trade.
 func TestDeferred_ALiveWriteIsFoldedAndKept(t *testing.T) {
 	t.Parallel()
-	src := storetest.EngineLedger(t, 12, 1200, 5)
+	src := enginetest.Ledger(t, 12, 1200, 5)
 	s, l, run := reverified(t, src, false)
 	if _, err := pagesUntil(t, s, l, run, src, 40, src.Boundary/3); err != nil {
 		t.Fatal(err)
@@ -231,7 +232,7 @@ func TestDeferred_ALiveWriteIsFoldedAndKept(t *testing.T) {
 // scope is not CURRENT either way.
 func TestDeferred_ALostUpdateIsRefusedBeforeCurrent(t *testing.T) {
 	t.Parallel()
-	src := storetest.EngineLedger(t, 13, 1200, 5)
+	src := enginetest.Ledger(t, 13, 1200, 5)
 	for _, foldAll := range []bool{false, true} {
 		s, l, run := reverified(t, src, false)
 		if _, err := pagesUntil(t, s, l, run, src, 40, src.Boundary/3); err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
+	"github.com/projection-recovery/projection-recovery/internal/reference/enginetest"
 	. "github.com/projection-recovery/projection-recovery/internal/store/storetest"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
@@ -136,7 +137,7 @@ func TestFRAPR07_DifferentDescriptorOrProtocolRefuses(t *testing.T) {
 // changes, no notification.
 func TestFRAPR07_ResetCursorRebootstraps(t *testing.T) {
 	f := setup(t)
-	src := EngineLedger(t, 3, 300, 4)
+	src := enginetest.Ledger(t, 3, 300, 4)
 	catchUp(t, f.s, f.l, f.run, src, 40)
 	mustExec(t, f.s, `DELETE FROM projection_catchup_outbox`)
 	mustExec(t, f.s, `DELETE FROM projection_catchup_cursor`)

@@ -22,6 +22,7 @@ import (
 	"testing"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"github.com/projection-recovery/projection-recovery/internal/reference/enginetest"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	. "github.com/projection-recovery/projection-recovery/internal/store/storetest"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
@@ -81,7 +82,7 @@ SELECT count(*) FROM positions p
 // its final position (R2).
 func TestMerge_CommitsWhatThePagesCommit(t *testing.T) {
 	t.Parallel()
-	src := EngineLedger(t, 31, 1_500, 12)
+	src := enginetest.Ledger(t, 31, 1_500, 12)
 	pages := ledgerPages(src, 300)
 	if len(pages) < 6 {
 		t.Fatalf("only %d pages", len(pages))
@@ -131,7 +132,7 @@ func TestMerge_OnlyWhatAppliesAsThePages(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	run := addRun(t, s, "s", PhaseActive, nil)
-	src := EngineLedger(t, 5, 400, 8)
+	src := enginetest.Ledger(t, 5, 400, 8)
 	pages := ledgerPages(src, 150)
 	frozen := pages[0].ThroughSeq - 1
 	draining := run
@@ -229,7 +230,7 @@ func TestMerge_OnlyWhatAppliesAsThePages(t *testing.T) {
 // refused page is written.
 func TestMerge_RefusedSliceCutAgainPageByPage(t *testing.T) {
 	t.Parallel()
-	src := EngineLedger(t, 13, 600, 8)
+	src := enginetest.Ledger(t, 13, 600, 8)
 	pages := ledgerPages(src, 200)
 	if len(pages) < 3 {
 		t.Fatalf("only %d pages", len(pages))
@@ -292,7 +293,7 @@ func TestPrepareUnits(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	run := addRun(t, s, "s", PhaseActive, nil)
-	pages := ledgerPages(EngineLedger(t, 3, 350, 6), 100)
+	pages := ledgerPages(enginetest.Ledger(t, 3, 350, 6), 100)
 	if len(pages) < 5 {
 		t.Fatalf("only %d pages", len(pages))
 	}

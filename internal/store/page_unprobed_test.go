@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"github.com/projection-recovery/projection-recovery/internal/reference/enginetest"
 	. "github.com/projection-recovery/projection-recovery/internal/store/storetest"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
@@ -104,7 +105,7 @@ func TestUnprobed_RefusesAsTheProbedSlice(t *testing.T) {
 // slice writes, through a whole stream of pages.
 func TestUnprobed_CommitsWhatTheProbedSliceCommits(t *testing.T) {
 	t.Parallel()
-	pages := StreamPages(t, 7, 3_000)
+	pages := enginetest.StreamPages(t, 7, 3_000)
 	var dumps [2]string
 	for i, probeAll := range []bool{true, false} {
 		s := newStore(t)
@@ -180,7 +181,7 @@ ALTER TABLE trades ADD CONSTRAINT trades_key UNIQUE (scope, trade_id) DEFERRABLE
 // attempt either way, and the projection is what a probed slice writes.
 func TestUnprobed_SkipsTheCurrentRowsOfOrdersBornInTheSlice(t *testing.T) {
 	t.Parallel()
-	pages := StreamPages(t, 11, 3_000)
+	pages := enginetest.StreamPages(t, 11, 3_000)
 	var dumps [2]string
 	for i, probeAll := range []bool{true, false} {
 		s := newStore(t)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
+	"github.com/projection-recovery/projection-recovery/internal/reference/enginetest"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )
 
@@ -70,7 +71,7 @@ func TestWithdrawTx_ARecordPutBackIntoTheVerifiedWindow(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	run := addRun(t, s, "w1", PhaseActive, nil)
-	src := storetest.EngineLedger(t, 11, 400, 4)
+	src := enginetest.Ledger(t, 11, 400, 4)
 	l := lease(t, s, "w1", "a")
 	catchUp(t, s, l, run, src, 60)
 	b := src.Boundary

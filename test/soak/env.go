@@ -42,7 +42,7 @@ import (
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
-	"github.com/projection-recovery/projection-recovery/internal/store"
+	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
 	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
@@ -63,8 +63,8 @@ type Env struct {
 	APIProxy *Proxy
 
 	PG   *pgtest.Cluster
-	DSN  string        // the soak database, admin role (the Secret's DSN)
-	Pool *pgxpool.Pool // the harness's own connections (application_name soak-harness)
+	DSN  string        // the soak database as projection_recovery (the Secret's DSN: what the managers connect as)
+	Pool *pgxpool.Pool // the harness's own connections as the admin (application_name soak-harness)
 
 	nats    *natsServer
 	NatsURL string
@@ -209,31 +209,16 @@ func isFile(p string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
+// createDatabase brings the soak's database up as every store test's
+// (pgtest): base tables, recovery's migrations as the migrator, the roles
+// and grants of docs/database-role.md.
 func (e *Env) createDatabase(ctx context.Context) error {
-	admin, err := pgxpool.New(ctx, e.PG.DSN)
-	if err != nil {
-		return err
-	}
-	_, err = admin.Exec(ctx, "CREATE DATABASE soak")
-	admin.Close()
+	db, err := recoverydb.Create(ctx, e.PG.DSN, "soak")
 	if err != nil {
 		return fmt.Errorf("create database: %w", err)
 	}
-	if e.DSN, err = pgtest.WithDatabase(e.PG.DSN, "soak"); err != nil {
-		return err
-	}
-	st, err := store.Open(ctx, e.DSN)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := st.EnsureBaseSchema(ctx); err != nil {
-		return err
-	}
-	if err := st.Migrate(ctx); err != nil {
-		return err
-	}
-	cfg, err := pgxpool.ParseConfig(e.DSN)
+	e.DSN = db.Recovery
+	cfg, err := pgxpool.ParseConfig(db.Admin)
 	if err != nil {
 		return err
 	}

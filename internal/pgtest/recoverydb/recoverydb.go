@@ -19,7 +19,8 @@ limitations under the License.
 // applied as projection_recovery_migrator, and the roles of
 // docs/database-role.md with exactly their grants (pgtest.NewDB with the
 // store's schema). The store's own tests cannot import it (it imports the
-// store) and build the same Setup in their helpers.
+// store) and build the same Setup in their helpers. Create does the same
+// outside a test (the demo, the soak).
 package recoverydb
 
 import (
@@ -41,6 +42,17 @@ var Setup = pgtest.Setup{
 func New(t testing.TB) pgtest.DB {
 	t.Helper()
 	return pgtest.NewDB(t, Setup)
+}
+
+// Create creates database name on the server serverDSN (a superuser's
+// postgres:// URL) reaches and brings it up as New does: the store bring-up
+// of the demo and the soak, which run outside a test.
+func Create(ctx context.Context, serverDSN, name string) (pgtest.DB, error) {
+	admin, err := pgtest.CreateDatabase(ctx, serverDSN, name)
+	if err != nil {
+		return pgtest.DB{}, err
+	}
+	return pgtest.Provision(ctx, admin, Setup)
 }
 
 func with(ctx context.Context, dsn string, f func(*store.Store, context.Context) error) error {

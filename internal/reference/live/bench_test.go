@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/projection-recovery/projection-recovery/internal/reference/enginetest"
 	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
@@ -74,7 +75,7 @@ func BenchmarkLiveDuringCatchUp(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("PROJECTION_BENCH_EVENTS")); err == nil && v > 0 {
 		n = v
 	}
-	pages := storetest.StreamPages(b, 42, n)
+	pages := enginetest.StreamPages(b, 42, n)
 	for _, mode := range []struct {
 		name   string
 		budget time.Duration
@@ -256,7 +257,7 @@ func driveLive(b testing.TB, e env, gen *live.Feed, during func(ctx context.Cont
 	return live.Drive(e.trade, "s", liveRate, gen.Next, func(err error) { b.Error(err) }, during)
 }
 
-// streamInstruments are storetest.StreamPages's instruments.
+// streamInstruments are enginetest.StreamPages's instruments.
 var streamInstruments = []string{"ACME", "BOLT", "CRUX", "DUNE"}
 
 // TestLiveDuringCatchUp_Small is BenchmarkLiveDuringCatchUp at a size `make
@@ -271,7 +272,7 @@ var streamInstruments = []string{"ACME", "BOLT", "CRUX", "DUNE"}
 // backlog's own keys, every position ends equal to the independent replay
 // of the pages and the live events (liveRun asserts it).
 func TestLiveDuringCatchUp_Small(t *testing.T) {
-	pages := storetest.StreamPages(t, 42, 20_000)
+	pages := enginetest.StreamPages(t, 42, 20_000)
 	for _, tc := range []struct {
 		name   string
 		budget time.Duration

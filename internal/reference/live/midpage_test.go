@@ -25,6 +25,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/projection-recovery/projection-recovery/internal/reference/enginetest"
 	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
@@ -72,7 +73,7 @@ func (g *liveBeyond) write(t *testing.T) {
 // trades gives; every trade row is stored once, as its event says.
 func TestLiveWritesMidPageAreNeitherLostNorOverwritten(t *testing.T) {
 	t.Parallel()
-	src := storetest.EngineLedger(t, 14, 400, 4)
+	src := enginetest.Ledger(t, 14, 400, 4)
 	e := newEnv(t, storetest.Descriptor)
 	e.s.SetSliceEvents(25)
 

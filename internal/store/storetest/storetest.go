@@ -27,7 +27,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
-	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
@@ -79,33 +78,6 @@ func NewLedger(t testing.TB, boundary int64, evs ...wire.Event) *Ledger {
 		l.Events = append(l.Events, source.Event{Seq: e.Seq(), Wire: b})
 		l.Decoded = append(l.Decoded, e)
 	}
-	return l
-}
-
-// EngineLedger runs the reference matching engine in process over a seeded
-// workload (openings first) of n commands.
-func EngineLedger(t testing.TB, seed uint64, n, accounts int) *Ledger {
-	t.Helper()
-	instr := []string{"ACME", "BOLT", "CRUX"}
-	eng := engine.New(engine.Descriptor{EngineID: "e", Scope: "s", Instruments: instr})
-	w, err := engine.NewWorkload(seed, engine.WorkloadConfig{Accounts: accounts, Instruments: instr, Openings: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &Ledger{}
-	for i := 1; i <= n; i++ {
-		c := w.Next()
-		c.Seq = int64(i)
-		out, err := eng.Apply(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range out {
-			l.Events = append(l.Events, source.Event{Seq: int64(i), Wire: o.Wire})
-			l.Decoded = append(l.Decoded, o.Event)
-		}
-	}
-	l.Boundary = int64(n)
 	return l
 }
 

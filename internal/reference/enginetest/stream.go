@@ -14,7 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package storetest
+// Package enginetest serves the reference matching engine's output as a
+// source for the store's tests and benchmarks: a seeded workload, run in
+// process, as a storetest.Ledger or as consecutive verified pages. It lives
+// with the engine, not under internal/store: the store must not import the
+// reference member (internal/arch).
+package enginetest
 
 import (
 	"testing"
@@ -22,6 +27,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 	"github.com/projection-recovery/projection-recovery/internal/reference/engine"
 	"github.com/projection-recovery/projection-recovery/internal/source"
+	"github.com/projection-recovery/projection-recovery/internal/store/storetest"
 )
 
 // streamSource serves consecutive pages of a seeded engine workload without
@@ -38,7 +44,7 @@ type streamSource struct {
 // next returns the next page of whole commands, at most max events, stopping
 // once limit events have been served (the boundary is the last command).
 func (s *streamSource) next(tb testing.TB, max, limit int) *source.Page {
-	p := &source.Page{ProtocolVersion: 1, DescriptorHash: Descriptor, AfterSeq: s.seq, DigestAfter: s.digest}
+	p := &source.Page{ProtocolVersion: 1, DescriptorHash: storetest.Descriptor, AfterSeq: s.seq, DigestAfter: s.digest}
 	evs := s.carry
 	s.carry = nil
 	for s.total+len(evs) < limit {
@@ -96,4 +102,31 @@ func StreamPages(tb testing.TB, seed uint64, n int) []*source.Page {
 		total += len(p.Events)
 	}
 	return pages
+}
+
+// Ledger runs the reference matching engine in process over a seeded
+// workload (openings first) of n commands.
+func Ledger(t testing.TB, seed uint64, n, accounts int) *storetest.Ledger {
+	t.Helper()
+	instr := []string{"ACME", "BOLT", "CRUX"}
+	eng := engine.New(engine.Descriptor{EngineID: "e", Scope: "s", Instruments: instr})
+	w, err := engine.NewWorkload(seed, engine.WorkloadConfig{Accounts: accounts, Instruments: instr, Openings: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &storetest.Ledger{}
+	for i := 1; i <= n; i++ {
+		c := w.Next()
+		c.Seq = int64(i)
+		out, err := eng.Apply(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out {
+			l.Events = append(l.Events, source.Event{Seq: int64(i), Wire: o.Wire})
+			l.Decoded = append(l.Decoded, o.Event)
+		}
+	}
+	l.Boundary = int64(n)
+	return l
 }
