@@ -147,5 +147,22 @@ elif ! grep -qE "^$(printf '%s' "${ci_cmd}" | sed -E 's/[][\.*^$+?(){}|/]/\\&/g'
 	err "README.md does not show '${ci_cmd}', the command .ci/run runs"
 fi
 
+# 4. The install guide's marked blocks are what make e2e runs: each block of
+# docs/install.md marked `<!-- e2e: NAME -->` is run by hack/e2e.sh
+# (`guide NAME`), and a block README.md marks the same way is the guide's,
+# byte for byte.
+block() { awk -v m="<!-- e2e: $2 -->" '$0 == m { f = 1; next } f && /^```/ { if (++n == 2) exit; next } f && n == 1 { print }' "$1"; }
+guide_blocks=0
+for name in $(sed -nE 's/^<!-- e2e: ([a-z0-9-]+) -->$/\1/p' docs/install.md); do
+	guide_blocks=$((guide_blocks + 1))
+	[[ -n "$(block docs/install.md "${name}")" ]] || err "docs/install.md: the block marked e2e: ${name} is empty or not a fenced block"
+	grep -qE "guide ${name}( |$)" hack/e2e.sh || err "docs/install.md: hack/e2e.sh never runs the block marked e2e: ${name}"
+done
+for name in $(sed -nE 's/^<!-- e2e: ([a-z0-9-]+) -->$/\1/p' README.md); do
+	[[ "$(block README.md "${name}")" == "$(block docs/install.md "${name}")" ]] ||
+		err "README.md: the block marked e2e: ${name} differs from docs/install.md's, which make e2e runs"
+done
+((guide_blocks > 0)) || err "docs/install.md marks no block for make e2e"
+
 if [[ ${fail} -ne 0 ]]; then exit 1; fi
-echo "verify-docs: ${#docs[@]} documents, $((checked - pending)) relative links resolve (${pending} to PENDING documents); README.md and docs/README.md cite no requirement id or issue number; README.md shows '${ci_cmd}' as .ci/run runs it"
+echo "verify-docs: ${guide_blocks} install guide blocks run by make e2e; ${#docs[@]} documents, $((checked - pending)) relative links resolve (${pending} to PENDING documents); README.md and docs/README.md cite no requirement id or issue number; README.md shows '${ci_cmd}' as .ci/run runs it"
