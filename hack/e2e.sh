@@ -45,6 +45,14 @@ MEMBER_RATE="${E2E_MEMBER_RATE:-300}"
 out="${root}/bin/e2e"
 mkdir -p "${out}"
 
+# One node per machine: its network namespace, bridge, addresses and
+# cgroup root are fixed, so a second run (another checkout's make test)
+# waits here for the first instead of colliding with it.
+[[ $(id -u) -eq 0 ]] || { echo "e2e: needs root (a kubelet, containerd and a network namespace); run make e2e as root" >&2; exit 1; }
+mkdir -p /run/lock
+exec 9>/run/lock/projection-recovery-e2e.lock
+flock -w 1800 9 || { echo "e2e: another node run held the lock for 30 minutes" >&2; exit 1; }
+
 t0=$(date +%s)
 say() { printf '==> [%4ss] %s\n' "$(($(date +%s) - t0))" "$*"; }
 # fail stops the run; inside a probe (probe=1, a subshell whose failure the
