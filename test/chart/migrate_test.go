@@ -18,6 +18,7 @@ package chart
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -141,6 +142,38 @@ func TestChart_PodsAreRestricted(t *testing.T) {
 					}
 				}
 			}))
+		}
+	}
+}
+
+// TestChart_DocsNameTheReaderRolesAsRendered: the ClusterRoles a scraper
+// and a completeness reader are bound to are named after the fullname (a
+// release "prod" gets prod-projection-recovery-metrics-reader), and every
+// doc of the chart and of docs/ spells them that way: `<release>-...` would
+// send a user to bind a role that does not exist for any release whose name
+// lacks the chart's.
+func TestChart_DocsNameTheReaderRolesAsRendered(t *testing.T) {
+	objs := render(t, "prod", "ops", "--set", "metrics.secure=true")
+	for _, role := range []string{"metrics-reader", "completeness-reader"} {
+		if find(objs, "ClusterRole", "prod-projection-recovery-"+role) == nil {
+			t.Errorf("no ClusterRole prod-projection-recovery-%s rendered for release prod", role)
+		}
+	}
+	root := filepath.Join(chartDir(t), "..", "..")
+	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join(chartDir(t), "values.yaml"), filepath.Join(chartDir(t), "templates", "NOTES.txt"))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, role := range []string{"metrics-reader", "completeness-reader"} {
+			if strings.Contains(string(raw), "<release>-"+role) {
+				t.Errorf("%s names <release>-%s; the chart names it <fullname>-%s", f, role, role)
+			}
 		}
 	}
 }
