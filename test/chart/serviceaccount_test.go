@@ -306,7 +306,7 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 		{"no token", "", http.StatusUnauthorized},
 		{"the manager's own token", tr.Status.Token, http.StatusForbidden},
 		{"the scraper (metrics-reader only)", scraper, http.StatusForbidden},
-		{"a ServiceAccount bound to <release>-completeness-reader", reader, http.StatusOK},
+		{"a ServiceAccount bound to <fullname>-completeness-reader", reader, http.StatusOK},
 	} {
 		code, body := getTLS(ctx, t, completenessAddr, completenessPath, tc.token)
 		switch {
