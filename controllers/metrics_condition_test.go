@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,4 +148,45 @@ func oneState(state recoveryv1.RecoveryState) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestMetrics_ConditionsConcurrent: reconcile workers publish status in
+// parallel (one resource each, and a resource requeued on another worker):
+// each resource keeps one series per condition type whatever the
+// interleaving, and the next status replaces them (run under -race by make
+// test).
+func TestMetrics_ConditionsConcurrent(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				reason := []string{recoveryv1.ReasonSecretNotFound, recoveryv1.ReasonDuplicateScope}[(w+i)%2]
+				obj := withStatus("", "", reason)
+				obj.Name = fmt.Sprintf("r%d", w%4)
+				m.observeStatus(obj)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := series(t, reg, "projection_recovery_condition"); len(got) != 4*3 {
+		t.Fatalf("%d series, want one per condition type of 4 resources:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for r := range 4 {
+		obj := withStatus(recoveryv1.StateCurrent, "", "")
+		obj.Name = fmt.Sprintf("r%d", r)
+		m.observeStatus(obj)
+	}
+	got := series(t, reg, "projection_recovery_condition")
+	if len(got) != 4*3 {
+		t.Fatalf("%d series, want one per condition type of 4 resources:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for _, s := range got {
+		if !strings.Contains(s, "reason="+recoveryv1.ReasonCurrent) {
+			t.Fatalf("a series outlived its reason: %s", s)
+		}
+	}
 }
