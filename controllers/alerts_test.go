@@ -146,3 +146,51 @@ func TestAlerts_RulesQueryOnlyExportedMetrics(t *testing.T) {
 		t.Fatalf("%d alerts in %s", len(seen), alertRules)
 	}
 }
+
+var (
+	// codeToken is how a refusal code or a state is spelled
+	// (UPPER_SNAKE_CASE with at least one underscore, or one of the
+	// one-word states).
+	codeToken      = regexp.MustCompile(`\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\b(?:CURRENT|RETRYING|BLOCKED)\b`)
+	reasonMatcher  = regexp.MustCompile(`\breason\s*=~?\s*"([^"]*)"`)
+	typeMatcher    = regexp.MustCompile(`\btype\s*=~?\s*"([^"]*)"`)
+	codeLabelMatch = regexp.MustCompile(`\bcode\s*=~?\s*"([^"]*)"`)
+)
+
+// TestAlerts_CiteOnlyExistingCodes: every refusal code or state the rule
+// file names, in an expression, an annotation or a comment, exists, and
+// every condition type and reason an expression matches is one the manager
+// sets. An alert citing a code that does not exist sends whoever reads it
+// looking for something no status, event or log will ever show; one that
+// matches a reason nobody sets never fires.
+func TestAlerts_CiteOnlyExistingCodes(t *testing.T) {
+	raw, err := os.ReadFile(alertRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := refusalCodes()
+	for _, s := range recoveryStates {
+		known[string(s)] = true
+	}
+	for _, tok := range codeToken.FindAllString(string(raw), -1) {
+		if !known[tok] {
+			t.Errorf("%s cites %s, which is neither a refusal code (internal/codes) nor a state", alertRules, tok)
+		}
+	}
+	reasons := conditionReasons(t)
+	for _, m := range reasonMatcher.FindAllStringSubmatch(string(raw), -1) {
+		if !reasons[m[1]] {
+			t.Errorf("%s matches reason %q, which no condition carries", alertRules, m[1])
+		}
+	}
+	for _, m := range typeMatcher.FindAllStringSubmatch(string(raw), -1) {
+		if !slices.Contains(conditionTypes, m[1]) {
+			t.Errorf("%s matches condition type %q, want one of %v", alertRules, m[1], conditionTypes)
+		}
+	}
+	for _, m := range codeLabelMatch.FindAllStringSubmatch(string(raw), -1) {
+		if !known[m[1]] {
+			t.Errorf("%s matches code %q, which is not a refusal code", alertRules, m[1])
+		}
+	}
+}

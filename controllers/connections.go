@@ -63,8 +63,10 @@ type Connections struct {
 	// recovery; longer: recovery catches up faster.
 	SliceBudget time.Duration
 	// ApplySchema is the manager's auto-recovery flag as Store's schema step
-	// needs it: on, recovery's tables are created where missing
-	// (ri06-automatic-recovery.sql, NFR-APR01); off, their absence is a
+	// needs it (NFR-APR01): on, missing migrations are applied when the
+	// role may create tables in the schema (a disposable database's
+	// superuser), and are SCHEMA_MISSING otherwise (the recommended runtime
+	// role: the migrate step applies them); off, their absence is a
 	// SCHEMA_MISSING refusal and nothing is written.
 	ApplySchema bool
 	// NATS, when set, publishes every database's notification outbox after

@@ -138,6 +138,7 @@ func exportedFamilies(t *testing.T) map[string]bool {
 	m.observeCycle(obj, cycleResult{state: recoveryv1.StateRetrying, reason: string(codes.SourceUnavailable), pages: 1, events: 3,
 		lockHolds: []time.Duration{20 * time.Millisecond}}, time.Second)
 	obj.Status = recoveryv1.ProjectionRecoveryStatus{State: recoveryv1.StateCatchingUp, VerifiedThroughSeq: 10, ObservedBoundarySeq: 20, Lag: 10}
+	applyConditions(&obj.Status.Conditions, conditionsFor(recoveryv1.StateCatchingUp, "", ""), 1, metav1.Now())
 	m.observeStatus(obj)
 	recObj := &recoveryv1.ProjectionReconciliation{ObjectMeta: metav1.ObjectMeta{Namespace: "dashboard-test", Name: "x"}}
 	rm.observeReport(recObj, "dashboard-test", &recon.Report{ByInvariant: map[recon.InvariantID]int{recon.PositionDerivationAgrees: 1}})

@@ -451,7 +451,7 @@ func TestEnvtest_SchemaMissingStalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	lbl, sel := shard(t, "noschema")
-	stop, _, err := startManager("noschema", sel, false, "")
+	stop, rec, err := startManager("noschema", sel, false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,6 +466,16 @@ func TestEnvtest_SchemaMissingStalls(t *testing.T) {
 	c := meta.FindStatusCondition(got.Status.Conditions, recoveryv1.ConditionStalled)
 	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "manager migrate") {
 		t.Fatalf("Stalled = %+v, want True saying to run `manager migrate`", c)
+	}
+	// The condition gauge carries it (what the SchemaMissing alert selects);
+	// it follows the status write, so it may trail the read above.
+	stalled := rec.Metrics.condition.WithLabelValues(ns, obj.Name, obj.Spec.Scope, recoveryv1.ConditionStalled, recoveryv1.ReasonSchemaMissing)
+	deadline := time.Now().Add(10 * time.Second)
+	for testutil.ToFloat64(stalled) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("projection_recovery_condition{type=Stalled,reason=SchemaMissing} = %v, want 1", testutil.ToFloat64(stalled))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -17,14 +17,10 @@ limitations under the License.
 package controllers
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -258,41 +253,4 @@ func counterValue(m *dto.Metric) float64 {
 		return c.GetValue()
 	}
 	return 0
-}
-
-// TestEnvtest_SampleIsAccepted: the sample a user copies into Git
-// (config/samples, applied by its kustomization) passes the API server's
-// validation as written, strict field validation included, so that a field
-// renamed or bounded in the CRD cannot leave the sample behind.
-func TestEnvtest_SampleIsAccepted(t *testing.T) {
-	ns := newNamespace(t)
-	raw, err := os.ReadFile(filepath.Join("..", "config", "samples", "recovery_v1alpha1_projectionrecovery.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	kinds := map[string]int{}
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		u.SetNamespace(ns)
-		kinds[u.GetKind()]++
-		if err := k8sClient.Create(context.Background(), u, client.FieldValidation(metav1.FieldValidationStrict)); err != nil {
-			t.Fatalf("%s %s refused: %v", u.GetKind(), u.GetName(), err)
-		}
-	}
-	if kinds["ProjectionRecovery"] != 1 {
-		t.Fatalf("the sample holds %v, want one ProjectionRecovery", kinds)
-	}
-	got := getRecovery(t, ns, "venue-a")
-	if d := got.Spec.Source.EffectiveRequestTimeout(); d != recoveryv1.DefaultRequestTimeout {
-		t.Fatalf("sample's source.requestTimeout = %v, want the documented default %v", d, recoveryv1.DefaultRequestTimeout)
-	}
 }

@@ -23,6 +23,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
@@ -32,10 +34,22 @@ import (
 // metrics endpoint. Labels are namespace, name and scope: bounded by the
 // number of resources, never by sequence numbers or codes' details.
 type Metrics struct {
-	lag          *prometheus.GaugeVec
-	verified     *prometheus.GaugeVec
-	boundary     *prometheus.GaugeVec
-	state        *prometheus.GaugeVec
+	lag      *prometheus.GaugeVec
+	verified *prometheus.GaugeVec
+	boundary *prometheus.GaugeVec
+	state    *prometheus.GaugeVec
+	// condition mirrors the kstatus conditions, each with its current
+	// reason: the one series that shows a scope an operator must act on
+	// without it being BLOCKED (Stalled with SchemaMissing, SecretNotFound,
+	// AutoRecoveryDisabled, DuplicateScope, InvalidSpec). Without it those
+	// scopes export no state, or the state they had before, and no alert
+	// can select them.
+	condition *prometheus.GaugeVec
+	// condMu guards condReason: the reason each (resource, condition type)
+	// series carries now, so that a changed reason replaces its series
+	// instead of leaving the old one at its last value.
+	condMu       sync.Mutex
+	condReason   map[conditionKey]string
 	pages        *prometheus.CounterVec
 	events       *prometheus.CounterVec
 	refusals     *prometheus.CounterVec
@@ -82,7 +96,10 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		boundary: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "projection_recovery_observed_boundary_seq",
 			Help: "The member's applied boundary last observed."}, labels),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "projection_recovery_state",
-			Help: "1 for the scope's current status.state (CATCHING_UP, CURRENT, RETRYING, BLOCKED), 0 for the others."}, append(labels, "state")),
+			Help: "1 for the scope's current status.state (CATCHING_UP, CURRENT, RETRYING, BLOCKED), 0 for the others; all 0 while it has none (e.g. SchemaMissing or SecretNotFound before any cycle)."}, append(labels, "state")),
+		condition: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "projection_recovery_condition",
+			Help: "1 when the condition (type: Ready, Reconciling, Stalled, DriftDetected) is True, 0 when False; reason is its current reason (Stalled: Blocked, SchemaMissing, SecretNotFound, AutoRecoveryDisabled, DuplicateScope, InvalidSpec). One series per condition type."}, append(labels, "type", "reason")),
+		condReason: map[conditionKey]string{},
 		pages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "projection_recovery_pages_applied_total",
 			Help: "Pages committed."}, labels),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "projection_recovery_events_applied_total",
@@ -99,7 +116,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		carried: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "projection_recovery_carried_units_total",
 			Help: "Units of pages a catching-up cycle fetched for the scope's next cycle while its last unit committed, by outcome: used, dropped (the cursor, run or spec had moved) or evicted (more catching-up scopes than workers)."}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.lag, m.verified, m.boundary, m.state, m.pages, m.events, m.refusals, m.cycles, m.lockHeld, m.statusWrites, m.carried} {
+	for _, c := range []prometheus.Collector{m.lag, m.verified, m.boundary, m.state, m.condition, m.pages, m.events, m.refusals, m.cycles, m.lockHeld, m.statusWrites, m.carried} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -141,9 +158,11 @@ func (m *Metrics) observeCycle(obj *recoveryv1.ProjectionRecovery, res cycleResu
 func (m *Metrics) observeStatus(obj *recoveryv1.ProjectionRecovery) {
 	st := &obj.Status
 	l := prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope}
-	if st.State != "" {
+	if st.State != "" || st.ObservedGeneration > 0 {
 		// Every state has a series, 0 or 1, so a state a scope left reads 0
 		// instead of keeping its last 1 (a dashboard would show two states).
+		// A scope evaluated but without a state (a missing Secret or schema
+		// before its first cycle) reads 0 everywhere, never an empty label.
 		for _, s := range recoveryStates {
 			v := 0.0
 			if st.State == s {
@@ -152,6 +171,7 @@ func (m *Metrics) observeStatus(obj *recoveryv1.ProjectionRecovery) {
 			m.state.WithLabelValues(obj.Namespace, obj.Name, obj.Spec.Scope, string(s)).Set(v)
 		}
 	}
+	m.observeConditions(obj)
 	if !hasCursor(st) {
 		return
 	}
@@ -189,6 +209,50 @@ func (m *Metrics) forget(obj *recoveryv1.ProjectionRecovery) {
 	m.lockHeld.Delete(l)
 	m.refusals.DeletePartialMatch(l)
 	m.state.DeletePartialMatch(l)
+	m.condition.DeletePartialMatch(l)
+	m.condMu.Lock()
+	defer m.condMu.Unlock()
+	for k := range m.condReason {
+		if k.namespace == obj.Namespace && k.name == obj.Name {
+			delete(m.condReason, k)
+		}
+	}
+}
+
+// conditionKey is one condition type of one resource's scope.
+type conditionKey struct{ namespace, name, scope, typ string }
+
+// conditionTypes are the conditions the condition gauge mirrors.
+var conditionTypes = []string{
+	recoveryv1.ConditionReady, recoveryv1.ConditionReconciling, recoveryv1.ConditionStalled, recoveryv1.ConditionDriftDetected,
+}
+
+// observeConditions sets one series per condition type present on the
+// object: 1 when True, 0 otherwise, labelled with its reason. The new
+// reason's series is set before the old one is deleted, so a scrape never
+// finds the type missing (an alert's `for` would start again). A condition
+// that is removed (Ready while suspended) removes its series.
+func (m *Metrics) observeConditions(obj *recoveryv1.ProjectionRecovery) {
+	m.condMu.Lock()
+	defer m.condMu.Unlock()
+	for _, typ := range conditionTypes {
+		k := conditionKey{obj.Namespace, obj.Name, obj.Spec.Scope, typ}
+		prev, had := m.condReason[k]
+		c := meta.FindStatusCondition(obj.Status.Conditions, typ)
+		if c != nil {
+			v := 0.0
+			if c.Status == metav1.ConditionTrue {
+				v = 1
+			}
+			m.condition.WithLabelValues(k.namespace, k.name, k.scope, typ, c.Reason).Set(v)
+			m.condReason[k] = c.Reason
+		} else {
+			delete(m.condReason, k)
+		}
+		if had && (c == nil || c.Reason != prev) {
+			m.condition.DeleteLabelValues(k.namespace, k.name, k.scope, typ, prev)
+		}
+	}
 }
 
 // recoveryStates are the values of status.state (the CRD's enum).

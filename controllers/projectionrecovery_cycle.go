@@ -192,7 +192,7 @@ func (r *ProjectionRecoveryReconciler) fromCarried(u *carriedUnit, cur store.Cur
 func failed(log logr.Logger, res cycleResult, err error, sec resolvedSecrets) cycleResult {
 	if codes.Of(err) == codes.SchemaMissing {
 		res.state, res.reason = "", string(codes.SchemaMissing)
-		res.message = "the projection database lacks recovery's tables: run `manager migrate` against it (or run a manager with auto-recovery enabled, which applies the migration): " + redact(err.Error(), sec)
+		res.message = "the projection database lacks recovery's tables or pending migrations: run `manager migrate` against it as the schema owner, then grant the runtime role (docs/database-role.md): " + redact(err.Error(), sec)
 		return res
 	}
 	var code codes.Code

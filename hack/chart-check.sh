@@ -21,9 +21,11 @@ default="$("${helm}" template ci "${chart}" "${kv[@]}")"
 profile="$("${helm}" template ci "${chart}" "${kv[@]}" -f "${chart}/values-auto-recovery-local.yaml")"
 # Every switch renders (the server-side dry run of each is test/chart's).
 for set in leaderElection.enabled=true metrics.secure=true metrics.serviceMonitor.enabled=true networkPolicy.enabled=true \
-  dashboard.enabled=true 'watchNamespaces={ns-a,ns-b}' replicaCount=2 image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef; do
+  dashboard.enabled=true 'watchNamespaces={ns-a,ns-b}' replicaCount=2 image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef \
+  'migrate.enabled=true,migrate.dsnSecretRef.name=owner-db'; do
   "${helm}" template ci "${chart}" "${kv[@]}" --set "${set}" >/dev/null || { echo "chart-check: --set ${set} does not render" >&2; exit 1; }
 done
+doc() { awk -v name="$2" 'BEGIN { RS = "\n---" } $0 ~ ("\n  name: " name "\n") { print }' <<<"$1"; }
 # values.schema.json refuses a typo'd key, a wrong type and a value outside
 # its enum, naming the offending value.
 refuse() {
@@ -41,6 +43,15 @@ refuse "/logLevel" --set logLevel=verbose
 refuse "/image/pullPolicy" --set image.pullPolicy=Sometimes
 refuse "/watchNamespaces/0" --set 'watchNamespaces={Team_A}'
 refuse "/metrics/port" --set metrics.port=0
+refuse "/migrate/timeout" --set migrate.timeout=soon
+# The schema step outside the profile needs the owner's DSN Secret, and runs
+# before the manager (pre-install/pre-upgrade).
+refuse "migrate.dsnSecretRef.name" --set migrate.enabled=true
+mig="$("${helm}" template ci "${chart}" "${kv[@]}" --set migrate.enabled=true --set migrate.dsnSecretRef.name=owner-db)"
+job="$(doc "${mig}" ci-projection-recovery-migrate)"
+grep -q 'helm.sh/hook: pre-install,pre-upgrade' <<<"${job}" && grep -q 'args: \["migrate"' <<<"${job}" && grep -q 'name: "owner-db"' <<<"${job}" ||
+  { echo "chart-check: migrate.enabled does not render a pre-install/pre-upgrade Job running manager migrate with migrate.dsnSecretRef" >&2; exit 1; }
+grep -q 'kind: Job$' <<<"$("${helm}" template ci "${chart}" "${kv[@]}")" && { echo "chart-check: default values render a Job" >&2; exit 1; }
 # Leader-election rights live in the release namespace only, as a Role.
 le="$("${helm}" template ci "${chart}" "${kv[@]}" -n ops --set leaderElection.enabled=true)"
 grep -q -- '--leader-election-namespace=ops' <<<"${le}" || { echo "chart-check: leader election does not name the release namespace" >&2; exit 1; }
@@ -52,7 +63,6 @@ grep -q -- '--watch-namespace=ns-a' <<<"${ns}" || { echo "chart-check: watchName
 # metrics.secure puts the completeness endpoint (every watched namespace's
 # scopes) behind the API server's authorization too: its own ClusterRole
 # grants get on its path, and the scraper's metrics-reader does not.
-doc() { awk -v name="$2" 'BEGIN { RS = "\n---" } $0 ~ ("\n  name: " name "\n") { print }' <<<"$1"; }
 sec="$("${helm}" template ci "${chart}" "${kv[@]}" --set metrics.secure=true)"
 reader="$(doc "${sec}" ci-projection-recovery-completeness-reader)"
 grep -q '^kind: ClusterRole$' <<<"${reader}" && grep -qF -- '- nonResourceURLs: ["/v2/projection-completeness"]' <<<"${reader}" && grep -qF 'verbs: ["get"]' <<<"${reader}" ||
@@ -75,4 +85,4 @@ done
 # The binding must deny (not only warn or audit).
 [[ "$(grep -c -A1 'validationActions:' <<<"${default}")" -ge 2 && "$(grep -A1 'validationActions:' <<<"${default}" | grep -c -- '- Deny')" -ge 2 ]] ||
   { echo "chart-check: the approval and Secret-reference policy bindings do not both Deny" >&2; exit 1; }
-echo "chart-check: chart lints, renders every switch and the profile, refuses bad values, keeps auto-recovery off by default, scopes leader-election and Secret rights, gives the completeness endpoint its own reader role, and ships the approval and Secret-reference policies and roles"
+echo "chart-check: chart lints, renders every switch and the profile, refuses bad values, runs the migrate step only when asked (with an owner's Secret) or in the profile, keeps auto-recovery off by default, scopes leader-election and Secret rights, gives the completeness endpoint its own reader role, and ships the approval and Secret-reference policies and roles"

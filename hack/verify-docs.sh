@@ -23,7 +23,6 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "${root}"
 
 PENDING=(
-	docs/troubleshooting.md
 )
 
 fail=0

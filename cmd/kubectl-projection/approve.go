@@ -126,9 +126,9 @@ plan appeared meanwhile, nothing is approved.
 
 Exit codes: 0 approved, 1 error (incl. the resource changed meanwhile),
 2 usage, 3 refused (no/expired plan, wrong planId, or by the API server).`,
-		Example: `  kubectl projection approve venue-a
-  kubectl projection approve venue-a --plan-id "$(kubectl projection plan venue-a -o json | jq -r .status.plan.planId)"
-  kubectl projection approve venue-a --only act-1,act-2 --max-actions 10`,
+		Example: `  kubectl projection approve fix-venue-a
+  kubectl projection approve fix-venue-a --plan-id "$(kubectl projection plan fix-venue-a -o json | jq -r .status.plan.planId)"
+  kubectl projection approve fix-venue-a --only act-1,act-2 --max-actions 10`,
 		Args:              exactlyOneName("ProjectionReconciliation"),
 		ValidArgsFunction: completeReconciliations(o),
 		RunE:              func(cmd *cobra.Command, args []string) error { return ao.run(cmd.Context(), args[0]) },
@@ -271,9 +271,9 @@ another scope, or with nothing left applied, is refused nothing_selected.
 Exit codes: 0 requested, 1 error (incl. the resource changed meanwhile),
 2 usage, 3 refused (no successful apply to roll back, not confirmed, or by
 the API server).`,
-		Example: `  kubectl projection rollback venue-a
-  kubectl projection rollback venue-a --yes --max-actions 10
-  kubectl projection rollback venue-a --run plan-0f3c…-k2x9`,
+		Example: `  kubectl projection rollback fix-venue-a
+  kubectl projection rollback fix-venue-a --yes --max-actions 10
+  kubectl projection rollback fix-venue-a --run plan-0f3c…-k2x9`,
 		Args:              exactlyOneName("ProjectionReconciliation"),
 		ValidArgsFunction: completeReconciliations(o),
 		RunE:              func(cmd *cobra.Command, args []string) error { return ro.run(cmd.Context(), args[0]) },

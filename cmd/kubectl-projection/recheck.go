@@ -66,7 +66,9 @@ Exit codes: 0 requested (with --wait: handled, and the scope is not BLOCKED),
 		ValidArgsFunction: completeRecoveries(o),
 		RunE:              func(cmd *cobra.Command, args []string) error { return ro.run(cmd.Context(), args[0]) },
 	}
-	cmd.Flags().BoolVarP(&ro.wait, "wait", "w", false, "Wait until the manager handled the request, then print the scope's state")
+	// No shorthand: -w is --watch (status, and kubectl); a -w that waited
+	// here and watched there would do the wrong one for someone.
+	cmd.Flags().BoolVar(&ro.wait, "wait", false, "Wait until the manager handled the request, then print the scope's state")
 	cmd.Flags().DurationVar(&ro.timeout, "timeout", ro.timeout, "How long --wait waits for the request to be handled")
 	return cmd
 }

@@ -85,10 +85,15 @@ Then the last apply or rollback (status.outcome): its result (partial: a
 rollback that left irreversible actions in place) and every action it left
 in place with its rollback text, what a person must still do.
 
-Exit codes: 0 no finding, 1 error, 2 usage, 3 any finding (drift, even when
-"clean", which only means no inconsistent finding) or no report yet.`,
-		Example: `  kubectl projection report venue-a || echo "drift in venue-a"
-  kubectl projection report venue-a -o json | jq .status.report`,
+Exit codes:
+  0  a report with no finding at all
+  1  error: not found, no cluster, network
+  2  usage: no NAME or more than one, an unknown flag, a bad -o
+  3  any finding (drift, even when "clean", which only means no
+     inconsistent finding), no report yet, or the API server refused the
+     read (forbidden: you may not get this ProjectionReconciliation)`,
+		Example: `  kubectl projection report fix-venue-a || echo "drift in fix-venue-a"
+  kubectl projection report fix-venue-a -o json | jq .status.report`,
 		Args:              exactlyOneName("ProjectionReconciliation"),
 		ValidArgsFunction: completeReconciliations(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -209,8 +214,8 @@ should do, and the preflight's verdict. Only actions shown here can be
 approved. Everything is read through the API server.
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 no plan, plan expired, or preflight failed.`,
-		Example: `  kubectl projection plan venue-a
-  kubectl projection plan venue-a -o json | jq -r .status.plan.planId`,
+		Example: `  kubectl projection plan fix-venue-a
+  kubectl projection plan fix-venue-a -o json | jq -r .status.plan.planId`,
 		Args:              exactlyOneName("ProjectionReconciliation"),
 		ValidArgsFunction: completeReconciliations(o),
 		RunE: func(cmd *cobra.Command, args []string) error {

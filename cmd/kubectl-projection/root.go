@@ -104,7 +104,10 @@ Exit codes (stable, for scripts):
      which only means no inconsistent finding) or absent; a BLOCKED scope
      (status, recheck --wait); plan absent, expired or failing
      its rehearsal; approve or rollback refused client-side or by the API
-     server (shown as-is)`
+     server (shown as-is); a request the API server forbids (Forbidden)
+     or finds invalid, reads included
+
+-w is --watch (status), as in kubectl; recheck's --wait has no shorthand.`
 
 func newRootCommand(o *options) *cobra.Command {
 	root := &cobra.Command{

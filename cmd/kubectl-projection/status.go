@@ -26,6 +26,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -33,6 +34,7 @@ import (
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/progress"
+	"github.com/projection-recovery/projection-recovery/internal/troubleshoot"
 )
 
 type statusOptions struct {
@@ -168,7 +170,71 @@ func writeRecoveryTable(out io.Writer, items []recoveryv1.ProjectionRecovery, al
 			r.Status.ObservedBoundarySeq, r.Status.Lag, esc(orDash(r.Status.Reason)),
 			ago(r.Status.LastSuccessfulVerification, now))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	writePointers(out, items, allNamespaces)
+	return nil
+}
+
+// writePointers prints, under the table, one line per resource that needs
+// someone (attention), linking the troubleshooting entry of its code: the
+// table says what is wrong, the entry what to check and do. The link is
+// the entry's anchor computed from the code (letters, digits, '-' and '_'
+// only), so a hostile reason cannot forge it; the code itself goes through
+// esc like every other field.
+func writePointers(out io.Writer, items []recoveryv1.ProjectionRecovery, allNamespaces bool) {
+	first := true
+	for i := range items {
+		r := &items[i]
+		code, ok := attention(&r.Status)
+		if !ok {
+			continue
+		}
+		if first {
+			fmt.Fprintln(out)
+			first = false
+		}
+		name := r.Name
+		if allNamespaces {
+			name = key(r)
+		}
+		url := troubleshoot.DocURL
+		if code != "" {
+			url = troubleshoot.CodeURL(code)
+		}
+		fmt.Fprintf(out, "%s: %s, see %s\n", esc(name), esc(orDash(code)), url)
+	}
+}
+
+// attention reports whether a resource needs someone, and its code: it
+// keeps failing or is refused (RETRYING, BLOCKED), waits on an operator
+// (Stalled=True: a missing Secret or schema, auto-recovery off while
+// behind, a duplicate scope), or is not Ready without making progress. A
+// scope that is CURRENT, catching up or suspended needs nothing. The code
+// is status.reason (a refusal code, or the reason of a state-less
+// situation), else the Stalled or Ready condition's reason.
+func attention(st *recoveryv1.ProjectionRecoveryStatus) (string, bool) {
+	ready := meta.FindStatusCondition(st.Conditions, recoveryv1.ConditionReady)
+	stalled := meta.FindStatusCondition(st.Conditions, recoveryv1.ConditionStalled)
+	reconciling := meta.FindStatusCondition(st.Conditions, recoveryv1.ConditionReconciling)
+	isTrue := func(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionTrue }
+	switch {
+	case st.State == recoveryv1.StateRetrying, st.State == recoveryv1.StateBlocked:
+	case isTrue(stalled):
+	case ready != nil && ready.Status == metav1.ConditionFalse && !isTrue(reconciling):
+	default:
+		return "", false
+	}
+	if st.Reason != "" {
+		return st.Reason, true
+	}
+	for _, c := range []*metav1.Condition{stalled, ready} {
+		if c != nil && c.Reason != "" {
+			return c.Reason, true
+		}
+	}
+	return "", true
 }
 
 func orDash(s string) string {

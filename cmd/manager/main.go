@@ -102,7 +102,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address /healthz and /readyz bind to. Probes never depend on the recovery worker (FR-APR10).")
-	fs.BoolVar(&o.enableAutoRecovery, "enable-auto-recovery", false, "Apply verified pages to SQL (and recovery's tables where missing). Off by default: the controller then only reports completeness (NFR-APR01).")
+	fs.BoolVar(&o.enableAutoRecovery, "enable-auto-recovery", false, "Apply verified pages to SQL. Off by default: the controller then only reports completeness (NFR-APR01). Either way recovery's tables come from the migrate step (manager migrate, as the schema owner); the runtime role needs only grants, and a scope whose database lacks a migration reports SCHEMA_MISSING (docs/database-role.md). A role that may create tables in the schema (a disposable database's superuser) also migrates at startup with this flag on.")
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "Scopes reconciled in parallel by this manager.")
 	fs.IntVar(&o.reconWorkers, "reconciliation-workers", 2, "ProjectionReconciliations (dry runs, applies, rollbacks) run in parallel by this manager.")
 	fs.Int64Var(&o.reconMaxRecords, "reconciliation-max-records", reconstore.DefaultMaxSnapshotRecords, "Records a reconciliation reads of each side of a scope at most; a larger scope is refused snapshot_too_large.")
@@ -140,7 +140,8 @@ func usage() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Usage: manager [flags]\n\nRuns the projection-recovery operator: reconciles ProjectionRecovery resources,\nmaking each scope's SQL projection provably complete again.\n\n"+
 		"Subcommands:\n"+
-		"  manager migrate   apply recovery's schema to a database (the chart's migrate hook Job; manager migrate --help)\n"+
+		"  manager migrate   apply recovery's schema to a database, as the schema owner; the runtime roles only get grants\n"+
+		"                    (the chart's migrate hook Job: migrate.enabled; manager migrate --help; docs/database-role.md)\n"+
 		"  manager drain     delete a namespace's resources and wait for their finalizers (the local profile's pre-delete hook; manager drain --help)\n\n"+
 		"Flags:\n")
 	fs := newFlagSet(&options{})
@@ -321,8 +322,9 @@ func run(args []string) error {
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Owner:                   owner,
 		WatchSecrets:            o.watchSecrets,
-		// The schema step follows auto-recovery: on, recovery's tables are
-		// created where missing; off, their absence is SCHEMA_MISSING (NFR-APR01).
+		// The schema is the migrate step's; with auto-recovery on, a role
+		// that may create tables also applies missing migrations, any other
+		// reports SCHEMA_MISSING (NFR-APR01, store.EnsureSchema).
 		Connections: &controllers.Connections{MaxConnsPerDSN: int32(max(2, o.maxConcurrentReconciles)), ApplySchema: o.enableAutoRecovery,
 			SliceBudget: o.writeSliceBudget, Log: ctrl.Log.WithName("notify")},
 		Registry: registry,

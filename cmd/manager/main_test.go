@@ -235,3 +235,26 @@ func TestCLI_BinaryHelpAndVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestCLI_HelpTellsTheSchemaStory: --help says what docs/database-role.md
+// says: the migrate step applies recovery's schema as its owner (the chart's
+// migrate Job), the runtime roles only get grants, and a database without a
+// migration is SCHEMA_MISSING; it never promises that turning auto-recovery
+// on creates the tables (the recommended runtime role cannot).
+func TestCLI_HelpTellsTheSchemaStory(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := mainCode([]string{"--help"}, &out, &errb); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+	for _, want := range []string{"as the schema owner", "only get grants", "migrate.enabled", "SCHEMA_MISSING", "docs/database-role.md"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("usage lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "tables where missing") {
+		t.Errorf("usage promises that auto-recovery creates recovery's tables:\n%s", out.String())
+	}
+	if !strings.Contains(migrateUsage, "the runtime roles only get grants") {
+		t.Errorf("manager migrate --help does not say it is the step that applies the schema:\n%s", migrateUsage)
+	}
+}

@@ -44,8 +44,10 @@ only, additive and rerunnable; never a downgrade) and prints each version
 applied. With --status, prints the schema version and changes nothing.
 
 The DSN is read from --dsn-file or, without it, from $` + EnvDSN + `; it is never
-printed. Connect as projection_recovery_migrator or the schema owner
-(docs/database-role.md).
+printed. Connect as projection_recovery_migrator or the schema owner: this is
+the step that applies recovery's schema (the chart runs it as a hook Job,
+migrate.enabled), the runtime roles only get grants. Run the grants each
+migration needs after it (docs/database-role.md).
 
 Flags:
 `

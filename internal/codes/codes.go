@@ -128,8 +128,9 @@ const (
 	CommitOutcomeUnknown Code = "COMMIT_OUTCOME_UNKNOWN"
 	// SchemaMissing: the database lacks recovery's tables (or an older
 	// version of them) and this manager may not create them (auto-recovery
-	// off). Not BLOCKED: nothing is wrong with the projection; a DBA runs
-	// `manager migrate` (or a manager with auto-recovery applies it).
+	// off, or a runtime role without CREATE, as recommended). Not BLOCKED:
+	// nothing is wrong with the projection; the migrate step (`manager
+	// migrate` as the schema owner) applies them.
 	SchemaMissing Code = "SCHEMA_MISSING"
 )
 

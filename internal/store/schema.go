@@ -219,8 +219,11 @@ func (s *Store) ApplyMigrations(ctx context.Context) ([]AppliedMigration, error)
 }
 
 // EnsureSchema makes sure recovery's schema is at least this binary's
-// (NFR-APR01). With apply (auto-recovery on) it applies what is missing;
-// without, it writes nothing and answers a SCHEMA_MISSING refusal naming the
+// (NFR-APR01). The schema is the migrate step's (`manager migrate` as the
+// schema owner); the runtime roles only get grants. With apply
+// (auto-recovery on) and a role that may create tables in the schema (a
+// disposable database's superuser, as the demo runs) it applies what is
+// missing itself; without apply it writes nothing and answers a SCHEMA_MISSING refusal naming the
 // current and required versions, so a read-only manager reports the fact
 // instead of failing every statement with "relation does not exist". A role
 // that may not create tables gets the same refusal with apply, instead of a
@@ -238,7 +241,7 @@ func (s *Store) EnsureSchema(ctx context.Context, apply bool) error {
 		return nil
 	}
 	if !apply {
-		return refuse(codes.SchemaMissing, "recovery's schema is at version %d, this manager requires %d (pending migrations %v); run `manager migrate` (docs/database-role.md) or enable auto-recovery",
+		return refuse(codes.SchemaMissing, "recovery's schema is at version %d, this manager requires %d (pending migrations %v); run `manager migrate` as the schema owner (docs/database-role.md)",
 			v.Current, v.Required, v.Pending)
 	}
 	cannotCreate := func(err error) error {

@@ -44,6 +44,7 @@ var everySwitch = []string{
 	"--set", "podAnnotations.team=trading", "--set", "podLabels.tier=ops",
 	"--set", "nodeSelector.kubernetes\\.io/os=linux", "--set", "tolerations[0].operator=Exists",
 	"--set", "natsURL=nats://nats.trading.svc:4222",
+	"--set", "migrate.enabled=true", "--set", "migrate.dsnSecretRef.name=owner-db",
 }
 
 // TestChart_ServerSideDryRun: every render the chart supports is accepted, object by

@@ -280,7 +280,7 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 	}{
 		{"no token", "", http.StatusUnauthorized},
 		{"the manager's own token (not a metrics reader)", tr.Status.Token, http.StatusForbidden},
-		{"a ServiceAccount bound to <release>-metrics-reader", scraper, http.StatusOK},
+		{"a ServiceAccount bound to <fullname>-metrics-reader", scraper, http.StatusOK},
 	} {
 		if got := scrape(ctx, t, metricsAddr, tc.token); got != tc.want {
 			t.Errorf("GET https://%s/metrics with %s: %d, want %d", metricsAddr, tc.who, got, tc.want)
@@ -306,7 +306,7 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 		{"no token", "", http.StatusUnauthorized},
 		{"the manager's own token", tr.Status.Token, http.StatusForbidden},
 		{"the scraper (metrics-reader only)", scraper, http.StatusForbidden},
-		{"a ServiceAccount bound to <release>-completeness-reader", reader, http.StatusOK},
+		{"a ServiceAccount bound to <fullname>-completeness-reader", reader, http.StatusOK},
 	} {
 		code, body := getTLS(ctx, t, completenessAddr, completenessPath, tc.token)
 		switch {
