@@ -101,18 +101,24 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
-	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address /healthz and /readyz bind to. Probes never depend on the recovery worker (FR-APR10).")
-	fs.BoolVar(&o.enableAutoRecovery, "enable-auto-recovery", false, "Apply verified pages to SQL. Off by default: the controller then only reports completeness (NFR-APR01). Either way recovery's tables come from the migrate step (manager migrate, as the schema owner); the runtime role needs only grants, and a scope whose database lacks a migration reports SCHEMA_MISSING (docs/database-role.md). A role that may create tables in the schema (a disposable database's superuser) also migrates at startup with this flag on.")
+	// FR-APR10
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address /healthz and /readyz bind to. Probes never depend on the recovery worker.")
+	// NFR-APR01
+	fs.BoolVar(&o.enableAutoRecovery, "enable-auto-recovery", false, "Apply verified pages to SQL. Off by default: the controller then only reports completeness. Either way recovery's tables come from the migrate step (manager migrate, as the schema owner); the runtime role needs only grants, and a scope whose database lacks a migration reports SCHEMA_MISSING (docs/database-role.md). A role that may create tables in the schema (a disposable database's superuser) also migrates at startup with this flag on.")
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "Scopes reconciled in parallel by this manager.")
 	fs.IntVar(&o.reconWorkers, "reconciliation-workers", 2, "ProjectionReconciliations (dry runs, applies, rollbacks) run in parallel by this manager.")
 	fs.Int64Var(&o.reconMaxRecords, "reconciliation-max-records", reconstore.DefaultMaxSnapshotRecords, "Records a reconciliation reads of each side of a scope at most; a larger scope is refused snapshot_too_large.")
 	fs.DurationVar(&o.reconTimeout, "reconciliation-timeout", controllers.DefaultReconciliationRunTimeout, "Deadline of one reconciliation dry run, apply or rollback; a run past it is cancelled and retried.")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "Full resync period of the informer cache (cycles are scheduled by each resource's interval, not by this).")
-	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Use Kubernetes leader election. Not needed for write safety, which comes from the PostgreSQL lease fence (FR-APR08).")
+	// FR-APR08
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Use Kubernetes leader election. Not needed for write safety, which comes from the PostgreSQL lease fence.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the in-cluster namespace).")
-	fs.StringVar(&o.completenessAddr, "completeness-bind-address", ":8082", "Address the read-only GET /v2/projection-completeness endpoint binds to (FR-APR11); \"0\" disables it.")
-	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server of the live feed. When set, a reconnect edge triggers a cycle for every scope (FR-APR10), position notifications are published to it (FR-APR06 R2), and reconciliation can republish an overdue one.")
-	fs.StringVar(&o.ownerID, "owner-id", "", "Lease owner identity of this manager (FR-APR08). Defaults to <hostname>-<random>; must differ between managers.")
+	// FR-APR11
+	fs.StringVar(&o.completenessAddr, "completeness-bind-address", ":8082", "Address the read-only GET /v2/projection-completeness endpoint binds to; \"0\" disables it.")
+	// FR-APR06 R2, FR-APR10
+	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server of the live feed. When set, a reconnect edge triggers a cycle for every scope, position notifications are published to it, and reconciliation can republish an overdue one.")
+	// FR-APR08
+	fs.StringVar(&o.ownerID, "owner-id", "", "Lease owner identity of this manager. Defaults to <hostname>-<random>; must differ between managers.")
 	fs.StringVar(&o.watchLabelSelector, "watch-label-selector", "", "Only reconcile ProjectionRecoveries matching this label selector (sharding scopes across managers).")
 	fs.Func("watch-namespace", "Comma-separated namespaces whose ProjectionRecoveries and ProjectionReconciliations this manager watches (and whose Secrets it reads). Empty (the default): every namespace, which needs cluster-wide Secret read.", func(v string) error {
 		ns, err := parseNamespaces(v)

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	goruntime "runtime"
 	"strings"
 	"testing"
@@ -157,6 +158,10 @@ func TestCLI_HelpExitsZero(t *testing.T) {
 			}
 			if errb.Len() != 0 {
 				t.Fatalf("stderr = %q, want nothing", errb.String())
+			}
+			// A user reads the help: requirement ids belong to the code.
+			if id := regexp.MustCompile(`N?FR-APR\d+`).FindString(out.String()); id != "" {
+				t.Fatalf("usage cites %s:\n%s", id, out.String())
 			}
 		})
 	}
