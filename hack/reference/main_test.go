@@ -125,19 +125,6 @@ var listManagerPackages = sync.OnceValues(func() (map[string][]string, error) {
 	return pkgs, nil
 })
 
-// The generator and the reference member are not the manager: linking
-// either would ship code no release needs (and the member's fixtures) in
-// the operator's binary.
-func TestManager_DoesNotLinkTheGenerator(t *testing.T) {
-	for pkg := range managerPackages(t) {
-		for _, banned := range []string{"/internal/docgen/", "/internal/reference/", "/hack/"} {
-			if strings.Contains(pkg+"/", banned) {
-				t.Errorf("the manager links %s", pkg)
-			}
-		}
-	}
-}
-
 // TestMetricsReference_NamesEveryMetricTheManagerLinks reads the metric
 // names declared in every package the manager links (the Name of a
 // prometheus.*Opts literal) and fails on one the recorder did not see:

@@ -22,7 +22,7 @@ limitations under the License.
 // `make test` cannot.
 //
 // Only generators and tests import this package. The manager must not link
-// it (hack/reference's TestManager_DoesNotLinkTheGenerator).
+// it (internal/arch's TestImportArrows).
 package docgen
 
 import (
