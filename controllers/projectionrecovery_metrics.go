@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -179,24 +178,6 @@ func (m *Metrics) observeStatus(obj *recoveryv1.ProjectionRecovery) {
 	m.lag.With(l).Set(float64(st.Lag))
 }
 
-// Carried returns how many carried units had outcome (tests, benchmarks).
-func (m *Metrics) Carried(outcome string) float64 {
-	var d dto.Metric
-	if err := m.carried.WithLabelValues(outcome).Write(&d); err != nil || d.Counter == nil {
-		return 0
-	}
-	return d.Counter.GetValue()
-}
-
-// StatusWrites returns the number of status writes sent (benchmarks).
-func (m *Metrics) StatusWrites() float64 {
-	var d dto.Metric
-	if err := m.statusWrites.Write(&d); err != nil || d.Counter == nil {
-		return 0
-	}
-	return d.Counter.GetValue()
-}
-
 func (m *Metrics) forget(obj *recoveryv1.ProjectionRecovery) {
 	l := prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope}
 	for _, v := range []*prometheus.GaugeVec{m.lag, m.verified, m.boundary} {
@@ -257,13 +238,4 @@ func (m *Metrics) observeConditions(obj *recoveryv1.ProjectionRecovery) {
 // recoveryStates are the values of status.state (the CRD's enum).
 var recoveryStates = []recoveryv1.RecoveryState{
 	recoveryv1.StateCatchingUp, recoveryv1.StateCurrent, recoveryv1.StateRetrying, recoveryv1.StateBlocked,
-}
-
-// State is the state gauge's value for one scope and state (tests).
-func (m *Metrics) State(ns, name, scope string, state recoveryv1.RecoveryState) float64 {
-	g, err := m.state.GetMetricWithLabelValues(ns, name, scope, string(state))
-	if err != nil {
-		return -1
-	}
-	return testGaugeValue(g)
 }
