@@ -14,9 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package controllers holds the ProjectionRecovery reconciler. Reconcile is
-// thin: get, finalizer, a slice of small phases over a scope struct, one
-// optimistically locked status write, requeue. Decisions live in pure functions with an injected clock.
+// Package controllers holds the ProjectionRecovery and ProjectionReconciliation
+// reconcilers: the Kubernetes half of the operator. Reconcile is thin: get,
+// finalizer, a slice of small phases over a scope struct, one optimistically
+// locked status write, requeue. The catch-up cycle itself is
+// internal/catchup's (one Engine.Run per reconcile); decisions live in pure
+// functions with an injected clock.
 package controllers
 
 import (
