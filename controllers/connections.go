@@ -36,6 +36,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/notify"
 	"github.com/projection-recovery/projection-recovery/internal/source"
@@ -386,7 +387,7 @@ func (c *Connections) Client(resource string, spec *recoveryv1.SourceSpec, sec r
 func newSharedClient(spec *recoveryv1.SourceSpec, sec resolvedSecrets, serverName string) (*sharedClient, error) {
 	if sec.token != "" {
 		if u, err := url.Parse(spec.URL); err != nil || u.Scheme != "https" {
-			return nil, &invalidSpecError{"spec.source.tokenSecretRef requires an https:// url: a bearer token sent over plain http travels in cleartext"}
+			return nil, &catchup.InvalidSpecError{Msg: "spec.source.tokenSecretRef requires an https:// url: a bearer token sent over plain http travels in cleartext"}
 		}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -395,7 +396,7 @@ func newSharedClient(spec *recoveryv1.SourceSpec, sec resolvedSecrets, serverNam
 		if len(sec.ca) > 0 {
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(sec.ca) {
-				return nil, &invalidSpecError{"spec.source.tls.caSecretRef holds no PEM certificate"}
+				return nil, &catchup.InvalidSpecError{Msg: "spec.source.tls.caSecretRef holds no PEM certificate"}
 			}
 			tc.RootCAs = pool
 		}
@@ -406,7 +407,7 @@ func newSharedClient(spec *recoveryv1.SourceSpec, sec resolvedSecrets, serverNam
 	cl, err := source.NewClient(source.ClientConfig{BaseURL: spec.URL, Token: sec.token, Timeout: spec.EffectiveRequestTimeout(),
 		HTTPClient: &http.Client{Transport: tr}})
 	if err != nil {
-		return nil, &invalidSpecError{err.Error()}
+		return nil, &catchup.InvalidSpecError{Msg: err.Error()}
 	}
 	return &sharedClient{cl: cl, tr: tr}, nil
 }
@@ -454,8 +455,3 @@ func (c *Connections) closeAll() {
 	c.poolUsers, c.clientUsers = users{}, users{}
 	c.closed = true
 }
-
-// invalidSpecError is a spec the API server accepted but that cannot be used.
-type invalidSpecError struct{ msg string }
-
-func (e *invalidSpecError) Error() string { return e.msg }

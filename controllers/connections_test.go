@@ -32,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
@@ -215,8 +216,8 @@ func TestConnections_TokenOverHTTPRefused(t *testing.T) {
 	c := &Connections{}
 	plain := &recoveryv1.SourceSpec{URL: "http://member-0.exchange.svc:8090"}
 	_, err := c.Client("ns/one", plain, resolvedSecrets{token: "secret-token-123"})
-	var inv *invalidSpecError
-	if !errors.As(err, &inv) || !strings.Contains(inv.msg, "requires an https:// url") || strings.Contains(inv.msg, "secret-token-123") {
+	var inv *catchup.InvalidSpecError
+	if !errors.As(err, &inv) || !strings.Contains(inv.Msg, "requires an https:// url") || strings.Contains(inv.Msg, "secret-token-123") {
 		t.Fatalf("err = %v, want an invalid spec naming the https requirement, without the token", err)
 	}
 	if len(c.clients) != 0 {

@@ -31,6 +31,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/reconstore"
@@ -135,8 +136,8 @@ func exportedFamilies(t *testing.T) map[string]bool {
 	m := NewMetrics(nil)
 	rm := NewReconciliationMetrics(nil)
 	obj := &recoveryv1.ProjectionRecovery{ObjectMeta: metav1.ObjectMeta{Namespace: "dashboard-test", Name: "x"}, Spec: recoveryv1.ProjectionRecoverySpec{Scope: "dashboard-test"}}
-	m.observeCycle(obj, cycleResult{state: recoveryv1.StateRetrying, reason: string(codes.SourceUnavailable), pages: 1, events: 3,
-		lockHolds: []time.Duration{20 * time.Millisecond}}, time.Second)
+	m.observeCycle(obj, catchup.Result{State: catchup.StateRetrying, Reason: string(codes.SourceUnavailable), Pages: 1, Events: 3,
+		LockHolds: []time.Duration{20 * time.Millisecond}}, time.Second)
 	obj.Status = recoveryv1.ProjectionRecoveryStatus{State: recoveryv1.StateCatchingUp, VerifiedThroughSeq: 10, ObservedBoundarySeq: 20, Lag: 10}
 	applyConditions(&obj.Status.Conditions, conditionsFor(recoveryv1.StateCatchingUp, "", ""), 1, metav1.Now())
 	m.observeStatus(obj)

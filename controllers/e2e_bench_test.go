@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest/recoverydb"
@@ -55,7 +56,7 @@ type e2eRun struct {
 	statusWrites float64
 	apiRequests  int64
 	// carried, dropped: cycles that started from the unit the cycle before
-	// fetched for them (carriedUnit), and carried units dropped or evicted.
+	// fetched for them (catchup.CarriedUnit), and carried units dropped or evicted.
 	carried, dropped float64
 }
 
@@ -224,7 +225,7 @@ func runEndToEnd(t testing.TB, events int) e2eRun {
 	run.apiRequests = requests.Load() - requests0
 	run.cycles = float64(cycleCount(t, reg))
 	run.statusWrites = metrics.StatusWrites()
-	run.carried, run.dropped = metrics.Carried(carriedUsed), metrics.Carried(carriedDropped)+metrics.Carried(carriedEvicted)
+	run.carried, run.dropped = metrics.Carried(catchup.CarriedUsed), metrics.Carried(catchup.CarriedDropped)+metrics.Carried(catchup.CarriedEvicted)
 
 	// Both ways end in the same projection.
 	a, b := positionsOf(t, st, scope), positionsOf(t, openStore(t, dbE2E.Admin), scope)

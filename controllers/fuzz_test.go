@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -120,10 +121,10 @@ func FuzzComputeStatus(f *testing.F) {
 			obj: obj, now: time.Unix(1_800_000_000, 0), secrets: sec,
 			state: states[int(stateIdx)%len(states)], reason: reasons[int(reasonIdx)%len(reasons)], message: msg,
 		}
-		s.cycle = &cycleResult{
-			cursorRead: cursorRead, observer: observer, boundary: boundary,
-			cursor: store.Cursor{VerifiedThroughSeq: verified, ChainDigest: "d", DescriptorHash: "h"},
-			lease:  &store.Lease{Owner: "manager-" + token, Fence: 1, ExpiresAt: s.now.Add(time.Minute)},
+		s.cycle = &catchup.Result{
+			CursorRead: cursorRead, Observer: observer, Boundary: boundary,
+			Cursor: store.Cursor{VerifiedThroughSeq: verified, ChainDigest: "d", DescriptorHash: "h"},
+			Lease:  &store.Lease{Owner: "manager-" + token, Fence: 1, ExpiresAt: s.now.Add(time.Minute)},
 		}
 		obj.Status.ConsecutiveFailures = failures
 		r := &ProjectionRecoveryReconciler{}

@@ -33,6 +33,7 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/completeness"
 	"github.com/projection-recovery/projection-recovery/internal/store"
@@ -138,8 +139,8 @@ func TestGitOpsHealth_EveryRecoveryState(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	r := &ProjectionRecoveryReconciler{Clock: clk, Registry: completeness.NewRegistry(clk.Now), Metrics: NewMetrics(prometheus.NewRegistry())}
 	cursor := store.Cursor{Exists: true, VerifiedThroughSeq: 10, LastObservedBoundarySeq: 20}
-	cycle := func(state recoveryv1.RecoveryState) *cycleResult {
-		return &cycleResult{state: state, cursorRead: true, cursor: cursor, boundary: 20}
+	cycle := func(state recoveryv1.RecoveryState) *catchup.Result {
+		return &catchup.Result{State: catchup.State(state), CursorRead: true, Cursor: cursor, Boundary: 20}
 	}
 	cases := []struct {
 		name     string
@@ -175,7 +176,7 @@ func TestGitOpsHealth_EveryRecoveryState(t *testing.T) {
 			argo: "Progressing", argoSays: recoveryv1.ReasonRepairPending, kstatus: kstatus.InProgressStatus},
 		{name: "secret missing", scope: &recoveryScope{reason: recoveryv1.ReasonSecretNotFound, message: "secret db not found"},
 			argo: "Degraded", argoSays: "SecretNotFound: secret db not found", kstatus: kstatus.FailedStatus},
-		{name: "schema missing", scope: &recoveryScope{reason: string(codes.SchemaMissing), message: "run manager migrate", cycle: &cycleResult{}},
+		{name: "schema missing", scope: &recoveryScope{reason: string(codes.SchemaMissing), message: "run manager migrate", cycle: &catchup.Result{}},
 			argo: "Degraded", argoSays: "SchemaMissing: run manager migrate", kstatus: kstatus.FailedStatus},
 		{name: "duplicate scope", scope: &recoveryScope{reason: recoveryv1.ReasonDuplicateScope, message: "owned by ns/other"},
 			argo: "Degraded", argoSays: "DuplicateScope: owned by ns/other", kstatus: kstatus.FailedStatus},

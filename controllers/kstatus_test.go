@@ -30,6 +30,7 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 	"github.com/projection-recovery/projection-recovery/internal/completeness"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -58,7 +59,7 @@ func TestKstatus_ComputesFromOurConditions(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", Generation: 4},
 			}
 			s := &recoveryScope{obj: obj, now: clk.Now(), state: tc.state, reason: tc.reason, message: "m",
-				cycle: &cycleResult{state: tc.state, cursor: store.Cursor{VerifiedThroughSeq: 10}, boundary: 20}}
+				cycle: &catchup.Result{State: catchup.State(tc.state), Cursor: store.Cursor{VerifiedThroughSeq: 10}, Boundary: 20}}
 			r.computeStatus(s)
 			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 			if err != nil {
@@ -76,7 +77,7 @@ func TestKstatus_ComputesFromOurConditions(t *testing.T) {
 
 	// A status computed for an older generation is InProgress whatever it says.
 	obj := &recoveryv1.ProjectionRecovery{ObjectMeta: metav1.ObjectMeta{Generation: 5}}
-	r.computeStatus(&recoveryScope{obj: obj, now: clk.Now(), state: recoveryv1.StateCurrent, cycle: &cycleResult{}})
+	r.computeStatus(&recoveryScope{obj: obj, now: clk.Now(), state: recoveryv1.StateCurrent, cycle: &catchup.Result{}})
 	obj.Generation = 6
 	m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if res, _ := kstatus.Compute(&unstructured.Unstructured{Object: m}); res.Status != kstatus.InProgressStatus {

@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -230,28 +231,28 @@ func (r *ProjectionReconciliationReconciler) bind(ctx context.Context, s *reconS
 }
 
 // resolveSecrets resolves the recovery's Secrets exactly as the recovery
-// controller does (its reconcileSecrets, same messages), then the optional
-// repairDsnSecretRef.
+// controller does (secretReader.recoverySecrets, same messages), then the
+// optional repairDsnSecretRef. It reads through the uncached API reader.
 func (r *ProjectionReconciliationReconciler) resolveSecrets(ctx context.Context, s *reconScope) error {
-	rr := &ProjectionRecoveryReconciler{APIReader: r.APIReader}
-	rs := &recoveryScope{obj: s.recovery}
-	if err := rr.reconcileSecrets(ctx, rs); err != nil {
-		return err
-	}
-	if rs.done {
-		s.stallReason, s.stallMessage, s.done = recoveryv1.ReasonSecretNotFound, "recovery "+s.recovery.Name+": "+rs.message, true
+	sr := secretReader{api: r.APIReader}
+	sec, err := sr.recoverySecrets(ctx, s.recovery)
+	var missing *secretMissingError
+	if errors.As(err, &missing) {
+		s.stallReason, s.stallMessage, s.done = recoveryv1.ReasonSecretNotFound, "recovery "+s.recovery.Name+": "+missing.Error(), true
 		return nil
 	}
-	s.secrets = rs.secrets
+	if err != nil {
+		return err
+	}
+	s.secrets = sec
 	if ref := s.obj.Spec.RepairDSNSecretRef; ref != nil {
-		dsn, err := rr.secretValue(ctx, s.obj.Namespace, "spec.repairDsnSecretRef", ref)
-		if err != nil {
-			rs.reason = ""
-			if perr := rr.secretPhaseError(rs, err); perr != nil {
-				return perr
-			}
-			s.stallReason, s.stallMessage, s.done = recoveryv1.ReasonSecretNotFound, rs.message, true
+		dsn, err := sr.value(ctx, s.obj.Namespace, "spec.repairDsnSecretRef", ref)
+		if errors.As(err, &missing) {
+			s.stallReason, s.stallMessage, s.done = recoveryv1.ReasonSecretNotFound, missing.Error(), true
 			return nil
+		}
+		if err != nil {
+			return err
 		}
 		s.repairDSN = dsn
 	}

@@ -21,12 +21,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
@@ -274,64 +270,4 @@ func truncateTo(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "..."
-}
-
-// ReconciliationMetrics are the reconciliation controller's series.
-type ReconciliationMetrics struct {
-	// drift is the number of findings of the last report per invariant, so
-	// an alert fires on drift (projection_reconciliation_drift_findings > 0).
-	drift *prometheus.GaugeVec
-}
-
-var (
-	defaultReconMetricsOnce sync.Once
-	defaultReconMetrics     *ReconciliationMetrics
-)
-
-// NewReconciliationMetrics registers the series on reg; nil means
-// controller-runtime's registry, registered once per process.
-func NewReconciliationMetrics(reg prometheus.Registerer) *ReconciliationMetrics {
-	if reg == nil {
-		defaultReconMetricsOnce.Do(func() { defaultReconMetrics = newReconciliationMetrics(crmetrics.Registry) })
-		return defaultReconMetrics
-	}
-	return newReconciliationMetrics(reg)
-}
-
-func newReconciliationMetrics(reg prometheus.Registerer) *ReconciliationMetrics {
-	m := &ReconciliationMetrics{drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "projection_reconciliation_drift_findings",
-		Help: "Findings of the last reconciliation report, per scope and invariant (0 series: clean).",
-	}, []string{"namespace", "name", "scope", "invariant"})}
-	reg.MustRegister(m.drift)
-	return m
-}
-
-// observeReport replaces the resource's series by the report's counts.
-func (m *ReconciliationMetrics) observeReport(obj *recoveryv1.ProjectionReconciliation, scope string, rep *recon.Report) {
-	m.forget(obj.Namespace, obj.Name)
-	for inv, n := range rep.ByInvariant {
-		m.drift.WithLabelValues(obj.Namespace, obj.Name, scope, string(inv)).Set(float64(n))
-	}
-}
-
-// Drift is the gauge's value (tests).
-func (m *ReconciliationMetrics) Drift(ns, name, scope, invariant string) float64 {
-	g, err := m.drift.GetMetricWithLabelValues(ns, name, scope, invariant)
-	if err != nil {
-		return -1
-	}
-	return testGaugeValue(g)
-}
-
-func (m *ReconciliationMetrics) forget(ns, name string) {
-	m.drift.DeletePartialMatch(prometheus.Labels{"namespace": ns, "name": name})
-}
-
-func testGaugeValue(g prometheus.Gauge) float64 {
-	var d dto.Metric
-	if err := g.Write(&d); err != nil || d.Gauge == nil {
-		return -1
-	}
-	return d.Gauge.GetValue()
 }

@@ -14,9 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package controllers holds the ProjectionRecovery reconciler. Reconcile is
-// thin: get, finalizer, a slice of small phases over a scope struct, one
-// optimistically locked status write, requeue. Decisions live in pure functions with an injected clock.
+// Package controllers holds the ProjectionRecovery and ProjectionReconciliation
+// reconcilers: the Kubernetes half of the operator. Reconcile is thin: get,
+// finalizer, a slice of small phases over a scope struct, one optimistically
+// locked status write, requeue. The catch-up cycle itself is
+// internal/catchup's (one Engine.Run per reconcile); decisions live in pure
+// functions with an injected clock.
 package controllers
 
 import (
@@ -40,6 +43,7 @@ import (
 	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 	"github.com/projection-recovery/projection-recovery/internal/completeness"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -77,8 +81,8 @@ type ProjectionRecoveryReconciler struct {
 	// progress remembers each scope's recent verified event counts (status.progress).
 	progress progressTracker
 	// carry keeps the first unit of each catching-up scope's next cycle,
-	// fetched while its cycle's last unit committed (carriedUnit).
-	carry *carryOver
+	// fetched while its cycle's last unit committed (catchup.CarriedUnit).
+	carry *catchup.CarryOver
 	// Triggers enqueues resources from outside the cluster: the NATS
 	// reconnect edge (FR-APR10). Optional.
 	Triggers <-chan event.GenericEvent
@@ -93,7 +97,7 @@ type recoveryScope struct {
 	secrets resolvedSecrets
 
 	// cycle is the outcome of the page cycle, nil when none ran.
-	cycle *cycleResult
+	cycle *catchup.Result
 	// state/reason/message is this reconcile's outcome; an empty state means
 	// no cycle ran and reason says why.
 	state   recoveryv1.RecoveryState
@@ -102,7 +106,7 @@ type recoveryScope struct {
 	// done stops the remaining phases (a missing Secret, suspend...).
 	done bool
 	// carried is the unit the previous cycle fetched for this one, if any.
-	carried *carriedUnit
+	carried *catchup.CarriedUnit
 	// reconsRead: the reconciliations of this recovery were read; drift is
 	// what their reports know (nil: none open), reconciliations how many.
 	reconsRead      bool
@@ -133,8 +137,8 @@ func (r *ProjectionRecoveryReconciler) Reconcile(ctx context.Context, req ctrl.R
 	log := logf.FromContext(ctx)
 	// Whatever this reconcile does, the unit the previous cycle carried for
 	// it does not outlive it: used by its cycle, or dropped here.
-	carried := r.carry.take(req.NamespacedName)
-	defer carried.discard()
+	carried := r.carry.Take(req.String())
+	defer carried.Discard()
 
 	obj := &recoveryv1.ProjectionRecovery{}
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
@@ -262,10 +266,10 @@ func (r *ProjectionRecoveryReconciler) SetupWithManager(mgr ctrl.Manager) error 
 	if err := mgr.Add(manager.RunnableFunc(r.Connections.Start)); err != nil {
 		return err
 	}
-	r.carry = newCarryOver(max(1, r.MaxConcurrentReconciles))
+	r.carry = catchup.NewCarryOver(max(1, r.MaxConcurrentReconciles))
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
-		r.carry.stopAll() // no fetch of a carried unit outlives the manager
+		r.carry.StopAll() // no fetch of a carried unit outlives the manager
 		return nil
 	})); err != nil {
 		return err

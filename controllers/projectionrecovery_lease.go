@@ -41,7 +41,7 @@ func (r *ProjectionRecoveryReconciler) releaseLease(ctx context.Context, obj *re
 		}
 		return
 	}
-	dsn, err := r.secretValue(ctx, obj.Namespace, "spec.database.dsnSecretRef", &obj.Spec.Database.DSNSecretRef)
+	dsn, err := r.secretReader().value(ctx, obj.Namespace, "spec.database.dsnSecretRef", &obj.Spec.Database.DSNSecretRef)
 	if err != nil {
 		log.Info("lease not released on deletion: database Secret unavailable; it expires on its own", "reason", err.Error())
 		return

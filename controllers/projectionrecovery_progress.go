@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 	"github.com/projection-recovery/projection-recovery/internal/progress"
 )
 
@@ -45,7 +46,7 @@ func progressFor(e progress.Estimate) *recoveryv1.CatchUpProgress {
 // scope CATCHING_UP gets the rate its cursor showed over the window (status
 // keeps the last figure while the window is too short); any other state
 // clears it, so a CURRENT scope's status does not change at every cycle.
-func (r *ProjectionRecoveryReconciler) updateProgress(s *recoveryScope, c *cycleResult) {
+func (r *ProjectionRecoveryReconciler) updateProgress(s *recoveryScope, c *catchup.Result) {
 	st := &s.obj.Status
 	key := client.ObjectKeyFromObject(s.obj)
 	if s.state != recoveryv1.StateCatchingUp {
@@ -53,7 +54,7 @@ func (r *ProjectionRecoveryReconciler) updateProgress(s *recoveryScope, c *cycle
 		r.progress.Forget(key)
 		return
 	}
-	if c == nil || !c.cursorRead {
+	if c == nil || !c.CursorRead {
 		return
 	}
 	now := s.now // the cycle's start; the clock's reading after the cycle is closer to the count

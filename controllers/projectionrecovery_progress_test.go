@@ -23,6 +23,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 	"github.com/projection-recovery/projection-recovery/internal/progress"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -69,8 +70,8 @@ func TestComputeStatus_ProgressWhileCatchingUp(t *testing.T) {
 	obj := &recoveryv1.ProjectionRecovery{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", Generation: 1}}
 	cycle := func(state recoveryv1.RecoveryState, verified, events, boundary int64) {
 		s := recoveryScope{obj: obj, now: clk.Now(), state: state,
-			cycle: &cycleResult{state: state, cursorRead: true, boundary: boundary,
-				cursor: store.Cursor{Exists: true, VerifiedThroughSeq: verified, EventCount: events, LastObservedBoundarySeq: boundary}}}
+			cycle: &catchup.Result{State: catchup.State(state), CursorRead: true, Boundary: boundary,
+				Cursor: store.Cursor{Exists: true, VerifiedThroughSeq: verified, EventCount: events, LastObservedBoundarySeq: boundary}}}
 		r.computeStatus(&s)
 	}
 	cycle(recoveryv1.StateCatchingUp, 1000, 2000, 11000)

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -128,29 +127,6 @@ func (c *secretValues) forget(namespace, name string) {
 		if k.namespace == namespace && k.name == name {
 			delete(c.m, k)
 		}
-	}
-}
-
-// cachedSecretValue is the remembered value of ref when the informer shows
-// the Secret at the resourceVersion it was read at. Any doubt (not in the
-// informer, another version, an informer error) is a miss: the caller reads
-// from the API server.
-func (r *ProjectionRecoveryReconciler) cachedSecretValue(ctx context.Context, ns string, ref *recoveryv1.SecretKeySelector) (string, bool) {
-	if !r.WatchSecrets || r.Client == nil {
-		return "", false
-	}
-	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, meta); err != nil {
-		return "", false
-	}
-	return r.secretValues.get(secretKey{ns, ref.Name, ref.Key}, meta.ResourceVersion, r.Clock.Now())
-}
-
-// rememberSecretValue keeps a value just read from the API server.
-func (r *ProjectionRecoveryReconciler) rememberSecretValue(ns string, ref *recoveryv1.SecretKeySelector, rv, value string) {
-	if r.WatchSecrets {
-		r.secretValues.put(secretKey{ns, ref.Name, ref.Key}, rv, value, r.Clock.Now())
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/completeness"
 )
@@ -62,7 +63,7 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	}
 
 	c := s.cycle
-	if c != nil && c.cursorRead {
+	if c != nil && c.CursorRead {
 		mirrorCursor(st, c)
 	}
 	if s.state != "" {
@@ -71,7 +72,7 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	r.updateProgress(s, c)
 	st.Reason = s.reason
 	msg := s.message
-	if (c == nil || !c.cursorRead) && hasCursor(st) {
+	if (c == nil || !c.CursorRead) && hasCursor(st) {
 		// What status shows was read by an earlier cycle: say so rather than
 		// show VERIFIED 0 (a verified-through never goes down unless the SQL
 		// cursor itself says so) or pass old values off as fresh.
@@ -80,7 +81,7 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	}
 	st.Message = truncate(redact(msg, s.secrets))
 
-	observer := c != nil && c.observer
+	observer := c != nil && c.Observer
 	switch {
 	case observer:
 		// Another manager's failures are not ours to count.
@@ -99,7 +100,7 @@ func (r *ProjectionRecoveryReconciler) computeStatus(s *recoveryScope) ctrl.Resu
 	case s.state == "":
 		result.RequeueAfter = obj.Spec.EffectiveInterval()
 	case observer:
-		result.RequeueAfter = observerRequeue(s.now, c.lease.ExpiresAt, obj.Spec.EffectiveInterval())
+		result.RequeueAfter = observerRequeue(s.now, c.Lease.ExpiresAt, obj.Spec.EffectiveInterval())
 	default:
 		result.RequeueAfter = requeueAfter(s.state, st.ConsecutiveFailures, &obj.Spec)
 	}
@@ -142,8 +143,8 @@ func hasCursor(st *recoveryv1.ProjectionRecoveryStatus) bool {
 // (FR-APR05 → FR-APR11). Only called when the cycle read the cursor: then a
 // lower verified-through than status shows is a real rewind of the SQL
 // cursor (e.g. reset to re-verify from genesis) and must show.
-func mirrorCursor(st *recoveryv1.ProjectionRecoveryStatus, c *cycleResult) {
-	cur := c.cursor
+func mirrorCursor(st *recoveryv1.ProjectionRecoveryStatus, c *catchup.Result) {
+	cur := c.Cursor
 	st.VerifiedThroughSeq = cur.VerifiedThroughSeq
 	st.ChainDigest = cur.ChainDigest
 	st.EventCount = cur.EventCount
@@ -153,12 +154,12 @@ func mirrorCursor(st *recoveryv1.ProjectionRecoveryStatus, c *cycleResult) {
 	if cur.LastVerifiedAt != nil {
 		st.LastSuccessfulVerification = ptrTime(*cur.LastVerifiedAt)
 	}
-	if b := max(c.boundary, cur.LastObservedBoundarySeq); b > 0 {
+	if b := max(c.Boundary, cur.LastObservedBoundarySeq); b > 0 {
 		st.ObservedBoundarySeq = b
 	}
-	st.Lag = lagOf(st.ObservedBoundarySeq, st.VerifiedThroughSeq, c.frozen)
-	if c.lease != nil && c.lease.Owner != "" {
-		st.Lease = &recoveryv1.LeaseStatus{Owner: c.lease.Owner, Fence: c.lease.Fence, ExpiresAt: ptrTime(c.lease.ExpiresAt)}
+	st.Lag = catchup.Lag(st.ObservedBoundarySeq, st.VerifiedThroughSeq, c.Frozen)
+	if c.Lease != nil && c.Lease.Owner != "" {
+		st.Lease = &recoveryv1.LeaseStatus{Owner: c.Lease.Owner, Fence: c.Lease.Fence, ExpiresAt: ptrTime(c.Lease.ExpiresAt)}
 	}
 }
 

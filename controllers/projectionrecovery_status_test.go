@@ -26,6 +26,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 	"github.com/projection-recovery/projection-recovery/internal/store"
@@ -56,24 +57,24 @@ func TestComputeStatus_VerifiedNeverRewindsUnlessTheCursorSaysSo(t *testing.T) {
 		wantCondReason                      string
 	}{
 		{"database unreachable", recoveryScope{state: recoveryv1.StateRetrying, reason: string(codes.DatabaseUnavailable), message: "DATABASE_UNAVAILABLE: connecting",
-			cycle: &cycleResult{state: recoveryv1.StateRetrying}},
+			cycle: &catchup.Result{State: catchup.StateRetrying}},
 			recoveryv1.StateRetrying, string(codes.DatabaseUnavailable), 4000, 4000, 0, true, recoveryv1.ConditionReconciling, recoveryv1.ReasonRetrying},
-		{"spec unusable", recoveryScope{reason: recoveryv1.ReasonInvalidSpec, message: "spec.source.tls.caSecretRef holds no PEM certificate", cycle: &cycleResult{}},
+		{"spec unusable", recoveryScope{reason: recoveryv1.ReasonInvalidSpec, message: "spec.source.tls.caSecretRef holds no PEM certificate", cycle: &catchup.Result{}},
 			recoveryv1.StateCurrent, recoveryv1.ReasonInvalidSpec, 4000, 4000, 0, true, recoveryv1.ConditionStalled, recoveryv1.ReasonInvalidSpec},
-		{"schema missing", recoveryScope{reason: string(codes.SchemaMissing), message: "run `manager migrate`", cycle: &cycleResult{}},
+		{"schema missing", recoveryScope{reason: string(codes.SchemaMissing), message: "run `manager migrate`", cycle: &catchup.Result{}},
 			recoveryv1.StateCurrent, string(codes.SchemaMissing), 4000, 4000, 0, true, recoveryv1.ConditionStalled, recoveryv1.ReasonSchemaMissing},
 		{"suspended", recoveryScope{reason: recoveryv1.ReasonSuspended, message: "spec.suspend is true: no cycle runs"},
 			recoveryv1.StateCurrent, recoveryv1.ReasonSuspended, 4000, 4000, 0, true, "", recoveryv1.ReasonSuspended},
 		{"cursor reset in SQL is a real rewind", recoveryScope{state: recoveryv1.StateCatchingUp, message: "verified through 0 of boundary 4000",
-			cycle: &cycleResult{state: recoveryv1.StateCatchingUp, cursorRead: true, cursor: store.Genesis("s"), boundary: 4000}},
+			cycle: &catchup.Result{State: catchup.StateCatchingUp, CursorRead: true, Cursor: store.Genesis("s"), Boundary: 4000}},
 			recoveryv1.StateCatchingUp, "", 0, 4000, 4000, false, recoveryv1.ConditionReconciling, recoveryv1.ReasonCatchingUp},
 		{"source down, cursor read", recoveryScope{state: recoveryv1.StateRetrying, reason: string(codes.SourceUnavailable), message: "down",
-			cycle: &cycleResult{state: recoveryv1.StateRetrying, cursorRead: true, boundary: 4000,
-				cursor: store.Cursor{Exists: true, VerifiedThroughSeq: 4000, LastObservedBoundarySeq: 4000, ChainDigest: strings.Repeat("a", 64), EventCount: 9000}}},
+			cycle: &catchup.Result{State: catchup.StateRetrying, CursorRead: true, Boundary: 4000,
+				Cursor: store.Cursor{Exists: true, VerifiedThroughSeq: 4000, LastObservedBoundarySeq: 4000, ChainDigest: strings.Repeat("a", 64), EventCount: 9000}}},
 			recoveryv1.StateRetrying, string(codes.SourceUnavailable), 4000, 4000, 0, false, recoveryv1.ConditionReconciling, recoveryv1.ReasonRetrying},
 		{"drained DRAINING run", recoveryScope{state: recoveryv1.StateCurrent, message: "drained",
-			cycle: &cycleResult{state: recoveryv1.StateCurrent, cursorRead: true, boundary: 5000, frozen: &frozen,
-				cursor: store.Cursor{Exists: true, VerifiedThroughSeq: 3000, LastObservedBoundarySeq: 5000, ChainDigest: chain.Genesis}}},
+			cycle: &catchup.Result{State: catchup.StateCurrent, CursorRead: true, Boundary: 5000, Frozen: &frozen,
+				Cursor: store.Cursor{Exists: true, VerifiedThroughSeq: 3000, LastObservedBoundarySeq: 5000, ChainDigest: chain.Genesis}}},
 			recoveryv1.StateCurrent, "", 3000, 5000, 0, false, recoveryv1.ConditionReady, recoveryv1.ReasonCurrent},
 	}
 	for _, tc := range cases {

@@ -175,3 +175,21 @@ func TestEvents_EveryNoteGoesThroughRecordEvent(t *testing.T) {
 		}
 	}
 }
+
+func TestRedact_RemovesCredentials(t *testing.T) {
+	sec := resolvedSecrets{dsn: "postgres://app:p%40ss-w0rd@db.internal:5432/proj", token: "tok-123456"}
+	msg := `failed to connect to postgres://app:p%40ss-w0rd@db.internal:5432/proj (password p@ss-w0rd), bearer tok-123456`
+	got := redact(msg, sec)
+	for _, leak := range []string{"p@ss-w0rd", "p%40ss-w0rd", "tok-123456"} {
+		if strings.Contains(got, leak) {
+			t.Fatalf("redact left %q in %q", leak, got)
+		}
+	}
+	kv := resolvedSecrets{dsn: "host=db user=app password='hunter22' dbname=proj"}
+	if got := redact("auth failed for password hunter22", kv); strings.Contains(got, "hunter22") {
+		t.Fatalf("redact left a key/value password in %q", got)
+	}
+	if s := (resolvedSecrets{dsn: "x"}).String(); strings.Contains(s, "x}") {
+		t.Fatalf("resolvedSecrets prints its content: %s", s)
+	}
+}

@@ -213,7 +213,7 @@ func startManagerOn(cfg *rest.Config, owner string, sel labels.Selector, autoRec
 			Recorder:   mgr.GetEventRecorder("projection-reconciliation"),
 			Clock:      reconClock,
 			QueueClock: reconClock,
-			// One listed service account (approval_guard_envtest_test.go).
+			// One listed service account (projectionreconciliation_approvalguard_envtest_test.go).
 			ApproverServiceAccounts: []string{listedServiceAccount},
 			// The manager's NATS connection, as cmd/manager wires it.
 			Connections: &Connections{NATS: rec.Connections.NATS},

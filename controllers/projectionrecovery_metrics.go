@@ -22,12 +22,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/catchup"
 )
 
 // Metrics are the operator's Prometheus series, served on the manager's
@@ -57,19 +57,12 @@ type Metrics struct {
 	lockHeld     *prometheus.HistogramVec
 	statusWrites prometheus.Counter
 	// carried counts the units a cycle fetched for the next one
-	// (carriedUnit), by outcome: used by that cycle, dropped by it (the
+	// (catchup.CarriedUnit), by outcome: used by that cycle, dropped by it (the
 	// cursor, run or spec moved, or it was too old), evicted before it (more
 	// catching-up scopes than workers). Manager-wide: two series per scope
 	// would cost more than they tell.
 	carried *prometheus.CounterVec
 }
-
-// Outcomes of a carried unit (the carried counter's label).
-const (
-	carriedUsed    = "used"
-	carriedDropped = "dropped"
-	carriedEvicted = "evicted"
-)
 
 var (
 	defaultMetricsOnce sync.Once
@@ -127,7 +120,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	// Every outcome is exported from the start (at 0): a rate() over a
 	// series that appears only at its first increment misses that increment,
 	// and a dashboard reads "no data" rather than "none dropped".
-	for _, o := range []string{carriedUsed, carriedDropped, carriedEvicted} {
+	for _, o := range []string{catchup.CarriedUsed, catchup.CarriedDropped, catchup.CarriedEvicted} {
 		m.carried.WithLabelValues(o)
 	}
 	return m
@@ -136,20 +129,25 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 // observeCycle counts what one cycle did. The gauges are not set here: they
 // follow status (observeStatus), so a cycle that could not read the cursor
 // never exports VERIFIED 0.
-func (m *Metrics) observeCycle(obj *recoveryv1.ProjectionRecovery, res cycleResult, took time.Duration) {
+func (m *Metrics) observeCycle(obj *recoveryv1.ProjectionRecovery, res catchup.Result, took time.Duration) {
 	l := prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope}
 	m.cycles.With(l).Observe(took.Seconds())
-	m.pages.With(l).Add(float64(res.pages))
-	m.events.With(l).Add(float64(res.events))
-	if len(res.lockHolds) > 0 {
+	m.pages.With(l).Add(float64(res.Pages))
+	m.events.With(l).Add(float64(res.Events))
+	if len(res.LockHolds) > 0 {
 		h := m.lockHeld.With(l)
-		for _, d := range res.lockHolds {
+		for _, d := range res.LockHolds {
 			h.Observe(d.Seconds())
 		}
 	}
-	if res.state == recoveryv1.StateRetrying || res.state == recoveryv1.StateBlocked {
-		m.refusals.With(prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope, "code": res.reason}).Inc()
+	if res.State == catchup.StateRetrying || res.State == catchup.StateBlocked {
+		m.refusals.With(prometheus.Labels{"namespace": obj.Namespace, "name": obj.Name, "scope": obj.Spec.Scope, "code": res.Reason}).Inc()
 	}
+}
+
+// CarriedUnits counts n carried units of outcome (catchup.Counters).
+func (m *Metrics) CarriedUnits(outcome string, n int) {
+	m.carried.WithLabelValues(outcome).Add(float64(n))
 }
 
 // observeStatus sets the gauges from the object's status, the one place the
@@ -178,24 +176,6 @@ func (m *Metrics) observeStatus(obj *recoveryv1.ProjectionRecovery) {
 	m.verified.With(l).Set(float64(st.VerifiedThroughSeq))
 	m.boundary.With(l).Set(float64(st.ObservedBoundarySeq))
 	m.lag.With(l).Set(float64(st.Lag))
-}
-
-// Carried returns how many carried units had outcome (tests, benchmarks).
-func (m *Metrics) Carried(outcome string) float64 {
-	var d dto.Metric
-	if err := m.carried.WithLabelValues(outcome).Write(&d); err != nil || d.Counter == nil {
-		return 0
-	}
-	return d.Counter.GetValue()
-}
-
-// StatusWrites returns the number of status writes sent (benchmarks).
-func (m *Metrics) StatusWrites() float64 {
-	var d dto.Metric
-	if err := m.statusWrites.Write(&d); err != nil || d.Counter == nil {
-		return 0
-	}
-	return d.Counter.GetValue()
 }
 
 func (m *Metrics) forget(obj *recoveryv1.ProjectionRecovery) {
@@ -258,13 +238,4 @@ func (m *Metrics) observeConditions(obj *recoveryv1.ProjectionRecovery) {
 // recoveryStates are the values of status.state (the CRD's enum).
 var recoveryStates = []recoveryv1.RecoveryState{
 	recoveryv1.StateCatchingUp, recoveryv1.StateCurrent, recoveryv1.StateRetrying, recoveryv1.StateBlocked,
-}
-
-// State is the state gauge's value for one scope and state (tests).
-func (m *Metrics) State(ns, name, scope string, state recoveryv1.RecoveryState) float64 {
-	g, err := m.state.GetMetricWithLabelValues(ns, name, scope, string(state))
-	if err != nil {
-		return -1
-	}
-	return testGaugeValue(g)
 }

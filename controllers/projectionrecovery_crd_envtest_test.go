@@ -17,10 +17,13 @@ limitations under the License.
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,9 +37,11 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/testenv"
 )
 
 // hostileSpec is a valid spec as a map, for tests that break one part of it.
@@ -253,4 +258,127 @@ func counterValue(m *dto.Metric) float64 {
 		return c.GetValue()
 	}
 	return 0
+}
+
+// TestEnvtest_PrinterColumns: kubectl get projectionrecoveries, run with the
+// project's kubectl against the real apiserver, shows the printer columns.
+func TestEnvtest_PrinterColumns(t *testing.T) {
+	ns := newNamespace(t)
+	createSecret(t, ns, "db", map[string]string{"dsn": "postgres://app@127.0.0.1:1/projection?connect_timeout=2"})
+	if err := k8sClient.Create(context.Background(), sampleRecovery(ns, "cols", "venue-cols")); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	user, err := testEnv.AddUser(envtest.User{Name: "viewer", Groups: []string{"system:masters"}}, restCfg)
+	if err != nil {
+		t.Fatalf("add user: %v", err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatalf("kubeconfig: %v", err)
+	}
+	kcPath := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	assets, err := testenv.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, resource := range []string{"projectionrecoveries", "prec"} {
+		t.Run(resource, func(t *testing.T) {
+			cmd := exec.Command(filepath.Join(assets, "kubectl"), "--kubeconfig", kcPath, "get", resource, "-n", ns)
+			var out, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("kubectl get %s: %v: %s", resource, err, stderr.String())
+			}
+			header := strings.Fields(strings.SplitN(out.String(), "\n", 2)[0])
+			want := []string{"NAME", "SCOPE", "STATE", "VERIFIED", "BOUNDARY", "LAG", "REASON", "DRIFT", "AGE"}
+			if strings.Join(header, " ") != strings.Join(want, " ") {
+				t.Fatalf("kubectl get %s header = %v, want %v\n%s", resource, header, want, out.String())
+			}
+			if !strings.Contains(out.String(), "venue-cols") {
+				t.Fatalf("kubectl get %s does not show the scope:\n%s", resource, out.String())
+			}
+			t.Logf("kubectl get %s:\n%s", resource, out.String())
+		})
+	}
+}
+
+// TestEnvtest_APIServerRefusesBadSpecs: CRD validation (OpenAPI and CEL) makes
+// the API server itself refuse bad specs, with messages a user understands.
+func TestEnvtest_APIServerRefusesBadSpecs(t *testing.T) {
+	ns := newNamespace(t)
+	base := func() map[string]any {
+		return map[string]any{
+			"scope":    "venue-z",
+			"source":   map[string]any{"url": "https://member-0.exchange.svc:8443"},
+			"database": map[string]any{"dsnSecretRef": map[string]any{"name": "db", "key": "dsn"}},
+		}
+	}
+	cases := []struct {
+		name   string
+		mutate func(spec map[string]any)
+		want   string
+	}{
+		{"negative page size", func(s map[string]any) { s["pageSize"] = int64(-5) }, "spec.pageSize: Invalid value: -5: spec.pageSize in body should be greater than or equal to 1"},
+		{"page size too large", func(s map[string]any) { s["pageSize"] = int64(100000) }, "spec.pageSize in body should be less than or equal to 10000"},
+		{"zero pages per cycle", func(s map[string]any) { s["pagesPerCycle"] = int64(-1) }, "spec.pagesPerCycle in body should be greater than or equal to 1"},
+		{"malformed url", func(s map[string]any) { s["source"] = map[string]any{"url": "member-0:8443/not a url"} }, "source.url must be an absolute http:// or https:// URL"},
+		{"ftp url", func(s map[string]any) { s["source"] = map[string]any{"url": "ftp://member-0"} }, "source.url must be an absolute http:// or https:// URL"},
+		{"tls over http", func(s map[string]any) {
+			s["source"] = map[string]any{"url": "http://member-0", "tls": map[string]any{"serverName": "member-0"}}
+		}, "source.tls requires an https:// url"},
+		{"bearer token over http", func(s map[string]any) {
+			s["source"] = map[string]any{"url": "http://member-0", "tokenSecretRef": map[string]any{"name": "member-token", "key": "token"}}
+		}, "source.tokenSecretRef requires an https:// url: a bearer token sent over plain http travels in cleartext"},
+		{"missing secret reference", func(s map[string]any) { s["database"] = map[string]any{} }, "spec.database.dsnSecretRef: Required value"},
+		{"secret reference without name", func(s map[string]any) {
+			s["database"] = map[string]any{"dsnSecretRef": map[string]any{"key": "dsn"}}
+		}, "spec.database.dsnSecretRef.name: Required value"},
+		{"interval too short", func(s map[string]any) { s["interval"] = "10ms" }, "interval must be between 1s and 24h"},
+		{"unparsable duration", func(s map[string]any) { s["leaseDuration"] = "soon" }, "spec.leaseDuration"},
+		{"backoff base above cap", func(s map[string]any) { s["backoff"] = map[string]any{"base": "2m", "cap": "1m"} }, "backoff.base must not exceed backoff.cap"},
+		{"cycle longer than lease", func(s map[string]any) { s["cycleTimeout"] = "60s"; s["leaseDuration"] = "30s" }, "cycleTimeout must be shorter than leaseDuration"},
+		{"bad scope", func(s map[string]any) { s["scope"] = "Venue A" }, "spec.scope in body should match"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := base()
+			tc.mutate(spec)
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": recoveryv1.GroupVersion.String(),
+				"kind":       "ProjectionRecovery",
+				"metadata":   map[string]any{"namespace": ns, "name": "bad-" + string(rune('a'+i))},
+				"spec":       spec,
+			}}
+			err := k8sClient.Create(context.Background(), u)
+			if err == nil {
+				t.Fatalf("the API server accepted a bad spec (%s)", tc.name)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %q\nwant it to contain %q", err.Error(), tc.want)
+			}
+		})
+	}
+
+	t.Run("changed scope", func(t *testing.T) {
+		obj := sampleRecovery(ns, "immutable", "venue-imm")
+		if err := k8sClient.Create(context.Background(), obj); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		// The controller adds its finalizer concurrently: retry on conflicts
+		// until the API server answers about the scope itself.
+		var err error
+		for i := 0; i < 20; i++ {
+			cur := getRecovery(t, ns, "immutable")
+			cur.Spec.Scope = "venue-other"
+			if err = k8sClient.Update(context.Background(), cur); err == nil || !apierrors.IsConflict(err) {
+				break
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), "scope is immutable") {
+			t.Fatalf("update of scope: err = %v, want a refusal saying the scope is immutable", err)
+		}
+	})
 }

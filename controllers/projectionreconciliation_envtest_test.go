@@ -141,7 +141,7 @@ SELECT scope, 'orphan-1', 1000000, $2, instrument, price, quantity, buy_order_id
 // the invariant and its cause with a plan; an approval with a wrong planId
 // is refused confirmation_required, one on an expired plan (injected clock)
 // plan_expired, each writing nothing (approvers the controller refuses are
-// approval_guard_envtest_test.go's); the right approval by an approver,
+// projectionreconciliation_approvalguard_envtest_test.go's); the right approval by an approver,
 // written through the admission policy, applies, verifies, re-triggers the recovery, which
 // goes CURRENT with every SQL key equal to the independent replay and names
 // the reconciliation in its status; a scheduled dry run never applies.

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package catchup
 
 import (
 	"context"
@@ -31,7 +31,7 @@ import (
 // even against a member that hangs.
 func TestPageAhead(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, "ahead", 60, 0)
+	f := newFixture(t, "ahead", 60)
 	cl, err := source.NewClient(source.ClientConfig{BaseURL: f.url})
 	if err != nil {
 		t.Fatal(err)

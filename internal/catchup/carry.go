@@ -14,19 +14,17 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package catchup
 
 import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// carriedUnit is the first unit of a scope's next cycle: the pages after the
+// CarriedUnit is the first unit of a scope's next cycle: the pages after the
 // unit that spends a cycle's page budget, fetched, verified and merged while
 // that unit commits, and kept between the two cycles.
 // Without it every cycle of a catch-up began by waiting for the member and
@@ -43,13 +41,22 @@ import (
 // (another manager committed in between, a cursor reset, a new run, a changed
 // spec, an error) drops it and the cycle fetches from the cursor as always. No
 // transaction is open while it is fetched.
-type carriedUnit struct {
+type CarriedUnit struct {
 	ahead  *pageAhead
 	run    store.Run
 	client *source.Client
 	size   int
 	parked time.Time
 }
+
+// Outcomes of a carried unit (Counters.CarriedUnits): used by the cycle it
+// was fetched for, dropped by it (the cursor, run or spec moved, or it was
+// too old), evicted before it (more catching-up scopes than workers).
+const (
+	CarriedUsed    = "used"
+	CarriedDropped = "dropped"
+	CarriedEvicted = "evicted"
+)
 
 // maxCarryAge bounds how old a carried unit may be when its cycle comes. Its
 // pages stay valid (the chain fixes them) but the boundary they carry is as
@@ -59,46 +66,48 @@ const maxCarryAge = 10 * time.Second
 
 // carriedUsable decides whether the next cycle may start from u, given the
 // cursor and run it read, the client and page size of its spec, and now.
-func carriedUsable(u *carriedUnit, cur store.Cursor, run store.Run, cl *source.Client, size int, now time.Time) bool {
+func carriedUsable(u *CarriedUnit, cur store.Cursor, run store.Run, cl *source.Client, size int, now time.Time) bool {
 	return u != nil && u.ahead != nil &&
 		u.ahead.after == cur.VerifiedThroughSeq && u.ahead.digest == cur.ChainDigest &&
 		u.run.SameBarrier(run) && u.client == cl && u.size == size &&
 		now.Sub(u.parked) <= maxCarryAge
 }
 
-// discard stops the unit's fetch and waits for it. Safe on nil, and on a
+// Discard stops the unit's fetch and waits for it. Safe on nil, and on a
 // unit whose pages were used (its fetch has ended).
-func (u *carriedUnit) discard() {
+func (u *CarriedUnit) Discard() {
 	if u != nil {
 		u.ahead.stop()
 	}
 }
 
-// carryOver keeps the carried units between cycles, one per resource and at
+// CarryOver keeps the carried units between cycles, one per resource and at
 // most max in all (the worker count): the memory they hold is then that of
 // the units the workers' cycles hold anyway. A resource over the bound drops
-// the oldest unit. Every reconcile of a resource takes its unit out (take),
-// used or not, so a unit never outlives the next reconcile; stopAll ends
-// them at shutdown. A nil *carryOver carries nothing.
-type carryOver struct {
+// the oldest unit. Every reconcile of a resource takes its unit out (Take),
+// used or not, and discards it when done, so a unit never outlives the next
+// reconcile; StopAll ends them at shutdown. Keys are resources
+// (namespace/name, Cycle.Resource). A nil *CarryOver carries nothing.
+type CarryOver struct {
 	mu     sync.Mutex
 	max    int
-	units  map[types.NamespacedName]*carriedUnit
+	units  map[string]*CarriedUnit
 	closed bool
 }
 
-func newCarryOver(max int) *carryOver {
-	return &carryOver{max: max, units: map[types.NamespacedName]*carriedUnit{}}
+// NewCarryOver keeps at most max units (the worker count).
+func NewCarryOver(max int) *CarryOver {
+	return &CarryOver{max: max, units: map[string]*CarriedUnit{}}
 }
 
 // park keeps u for key's next cycle, and returns how many units of other
 // resources it evicted.
-func (c *carryOver) park(key types.NamespacedName, u *carriedUnit) (evicted int) {
+func (c *CarryOver) park(key string, u *CarriedUnit) (evicted int) {
 	if c == nil {
-		u.discard()
+		u.Discard()
 		return 0
 	}
-	var drop []*carriedUnit
+	var drop []*CarriedUnit
 	c.mu.Lock()
 	if c.closed || c.max <= 0 {
 		drop = append(drop, u)
@@ -123,13 +132,13 @@ func (c *carryOver) park(key types.NamespacedName, u *carriedUnit) (evicted int)
 	}
 	c.mu.Unlock()
 	for _, d := range drop {
-		d.discard() // outside the lock: discard waits for the fetch to stop
+		d.Discard() // outside the lock: discard waits for the fetch to stop
 	}
 	return evicted
 }
 
-// take removes and returns key's unit (nil when none).
-func (c *carryOver) take(key types.NamespacedName) *carriedUnit {
+// Take removes and returns key's unit (nil when none).
+func (c *CarryOver) Take(key string) *CarriedUnit {
 	if c == nil {
 		return nil
 	}
@@ -140,17 +149,17 @@ func (c *carryOver) take(key types.NamespacedName) *carriedUnit {
 	return u
 }
 
-// stopAll discards every unit; nothing is parked after it.
-func (c *carryOver) stopAll() {
+// StopAll discards every unit; nothing is parked after it.
+func (c *CarryOver) StopAll() {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	c.closed = true
 	units := c.units
-	c.units = map[types.NamespacedName]*carriedUnit{}
+	c.units = map[string]*CarriedUnit{}
 	c.mu.Unlock()
 	for _, u := range units {
-		u.discard()
+		u.Discard()
 	}
 }
