@@ -27,6 +27,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
 // orderRef names the row an order action targets: orders by order_id (the
@@ -100,7 +101,7 @@ func writeOrder(ctx context.Context, tx pgx.Tx, r orderRef, f recon.Fields) erro
 VALUES ($1, $2, $3::bigint, $4, $5, $6, $7, $8::numeric, $9::numeric, $10::numeric, $11, $12)
 ON CONFLICT `+conflict+` DO UPDATE SET version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account,
     instrument = EXCLUDED.instrument, side = EXCLUDED.side, status = EXCLUDED.status, ts = EXCLUDED.ts,
-    `+keepScale(r.table, "price", "quantity", "remaining"),
+    `+store.KeepScale(r.table, "price", "quantity", "remaining"),
 		r.scope, r.id, f["version"], seq, f["account"], f["instrument"], f["side"], f["price"], f["quantity"], f["remaining"], f["status"], ts)
 	if err != nil {
 		return fmt.Errorf("reconstore: write %s %s: %w", r.table, r.id, err)

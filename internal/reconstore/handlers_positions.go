@@ -20,13 +20,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/position"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
 // positionFields reads the key's positions row and basis row in the Fields
@@ -50,19 +50,16 @@ func positionFields(ctx context.Context, tx pgx.Tx, scope, acct, instr string) (
 		f["opening_quantity"], f["opening_avg_cost"] = oq.String(), oa.String()
 		f["opening_proven"], f["opening_seq"] = fmt.Sprint(proven), fieldSeq(oseq)
 	}
-	var bseq int64
-	var bq, ba decimal.Decimal
-	err = tx.QueryRow(ctx, `SELECT basis_seq, quantity, avg_cost FROM projection_catchup_basis WHERE scope = $1 AND account = $2 AND instrument = $3`,
-		scope, acct, instr).Scan(&bseq, &bq, &ba)
+	b, err := store.BasisGet(ctx, tx, scope, acct, instr)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("reconstore: read basis %s/%s: %w", acct, instr, err)
+	case b == nil:
 		if f["row"] == "absent" {
 			return nil, nil
 		}
-	case err != nil:
-		return nil, fmt.Errorf("reconstore: read basis %s/%s: %w", acct, instr, err)
 	default:
-		f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"] = fmt.Sprint(bseq), bq.String(), ba.String()
+		f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"] = fmt.Sprint(b.BasisSeq), b.Quantity.String(), b.AvgCost.String()
 	}
 	return f, nil
 }
@@ -186,26 +183,18 @@ func restorePosition(ctx context.Context, tx pgx.Tx, scope, acct, instr string, 
 }
 
 func deleteBasis(ctx context.Context, tx pgx.Tx, scope, acct, instr string) error {
-	_, err := tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr)
-	return err
+	return store.BasisDelete(ctx, tx, scope, acct, instr)
 }
 
-// writeBasis upserts the key's basis row. A numeric value the row holds
-// already keeps its stored scale (keepScale), so a revert is byte-exact
-// for every value the repair did not change. The derived position and the
-// deferred mark (migration 00005) are left as they are, so a revert is
-// byte-exact there too: they are a hint, never a proof. A page defers a key
-// only where its row holds that position, and every deferred key is
-// re-derived from the basis before any slice makes the scope CURRENT
-// (store/deferred.go), so a hint the new basis no longer supports costs a
-// full fold, never a certificate.
+// writeBasis upserts the key's basis row (store.BasisUpsert: a value the
+// row holds already keeps its stored scale, so a revert is byte-exact for
+// every value the repair did not change). The derived position and the
+// deferred mark stay: a page defers a key only where its row holds that
+// position, and every deferred key is re-derived from the basis before any
+// slice makes the scope CURRENT, so a hint the new basis no longer
+// supports costs a full fold, never a certificate.
 func writeBasis(ctx context.Context, tx pgx.Tx, scope, acct, instr string, seq, qty, avg any) error {
-	_, err := tx.Exec(ctx, `
-INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)
-VALUES ($1, $2, $3, $4::bigint, $5::numeric, $6::numeric)
-ON CONFLICT (scope, account, instrument) DO UPDATE SET basis_seq = EXCLUDED.basis_seq, `+keepScale("projection_catchup_basis", "quantity", "avg_cost"),
-		scope, acct, instr, seq, qty, avg)
-	return err
+	return store.BasisUpsert(ctx, tx, scope, acct, instr, seq, qty, avg)
 }
 
 func upsertPosition(ctx context.Context, tx pgx.Tx, scope string, f recon.Fields) error {
@@ -218,7 +207,7 @@ INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg
 VALUES ($1, $2, $3, $4::numeric, $5::numeric, $6::boolean, $7, $8::numeric, $9::numeric, clock_timestamp())
 ON CONFLICT (scope, account, instrument) DO UPDATE SET
     opening_proven = EXCLUDED.opening_proven, opening_seq = EXCLUDED.opening_seq, updated_at = EXCLUDED.updated_at,
-    `+keepScale("positions", "opening_quantity", "opening_avg_cost", "quantity", "avg_cost"),
+    `+store.KeepScale("positions", "opening_quantity", "opening_avg_cost", "quantity", "avg_cost"),
 		scope, f["account"], f["instrument"], f["opening_quantity"], f["opening_avg_cost"], f["opening_proven"], oseq, f["quantity"], f["avg_cost"])
 	if err != nil {
 		return fmt.Errorf("reconstore: write position %s/%s: %w", f["account"], f["instrument"], err)
@@ -260,9 +249,8 @@ func rebaseKey(ctx context.Context, tx pgx.Tx, scope, acct, instr string, after 
 	if err != nil {
 		return err
 	}
-	var v int64
-	err = tx.QueryRow(ctx, `SELECT verified_through_seq FROM projection_catchup_cursor WHERE scope = $1`, scope).Scan(&v)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	v, err := store.CursorVerifiedThrough(ctx, tx, scope)
+	if err != nil {
 		return fmt.Errorf("reconstore: read cursor of %q: %w", scope, err)
 	}
 	fills, err := retainedFills(ctx, tx, scope, acct, instr)
@@ -395,10 +383,7 @@ SELECT scope, account, instrument, opening_quantity, opening_avg_cost, opening_p
 				// No quarantined copy (dropped by another path): Before's values.
 				return restorePosition(ctx, tx, scope, acct, instr, a.Before)
 			}
-			if _, err := tx.Exec(ctx, `
-INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)
-SELECT scope, account, instrument, basis_seq, basis_quantity, basis_avg_cost
-  FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3 AND basis_seq IS NOT NULL`, scope, acct, instr); err != nil {
+			if err := store.BasisRestoreFromPositionQuarantine(ctx, tx, scope, acct, instr); err != nil {
 				return fmt.Errorf("reconstore: restore basis %s/%s: %w", acct, instr, err)
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr); err != nil {
@@ -438,23 +423,4 @@ func quarantinedPosition(ctx context.Context, tx pgx.Tx, scope, acct, instr stri
 		f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"] = fieldSeq(bseq), bq.Decimal.String(), ba.Decimal.String()
 	}
 	return f, nil
-}
-
-// keepScale is the SET list of an upsert that writes each numeric column
-// only when its VALUE changes: numeric keeps the scale it was written with
-// (100.000000000000 and 100 are equal and print differently), and Fields
-// carry canonical decimals, so rewriting an equal value would change the
-// row's bytes for nothing. With it, a column a repair does not change keeps
-// its exact bytes through apply and revert; one it changes is written with
-// the canonical decimal of After (apply) or Before (revert). Column names
-// are constants of this package, never input.
-func keepScale(table string, cols ...string) string {
-	var b strings.Builder
-	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%[2]s = CASE WHEN %[1]s.%[2]s = EXCLUDED.%[2]s THEN %[1]s.%[2]s ELSE EXCLUDED.%[2]s END", table, c)
-	}
-	return b.String()
 }

@@ -107,8 +107,8 @@ func (w *pageTx) deferFold(r *posRow) {
 // defers keys, so this is a guard, not a path: CURSOR_MOVED (transient), the
 // next cycle re-derives what is left.
 func (w *pageTx) deferredLeft(ctx context.Context) error {
-	var left int64
-	if err := w.tx.QueryRow(ctx, `SELECT count(*) FROM projection_catchup_basis WHERE scope = $1 AND deferred`, w.scope).Scan(&left); err != nil {
+	left, err := basisDeferredCount(ctx, w.tx, w.scope)
+	if err != nil {
 		return dbErr("store: deferred keys", err)
 	}
 	if left > 0 {
@@ -145,21 +145,8 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 
 // deferredKeys lists up to limit keys of scope whose derivation is deferred.
 func (s *Store) deferredKeys(ctx context.Context, scope string, limit int) ([]key, error) {
-	rows, err := s.pool.Query(ctx, `SELECT account, instrument FROM projection_catchup_basis WHERE scope = $1 AND deferred
- ORDER BY account, instrument LIMIT $2`, scope, limit)
+	keys, err := basisDeferredKeys(ctx, s.pool, scope, limit)
 	if err != nil {
-		return nil, dbErr("store: deferred keys", err)
-	}
-	defer rows.Close()
-	var keys []key
-	for rows.Next() {
-		var k key
-		if err := rows.Scan(&k.account, &k.instrument); err != nil {
-			return nil, dbErr("store: deferred keys", err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, dbErr("store: deferred keys", err)
 	}
 	return keys, nil

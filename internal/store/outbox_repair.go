@@ -104,14 +104,11 @@ SELECT p.quantity::text, p.avg_cost::text, coalesce(c.verified_through_seq, 0)
 	}
 	msgID := RepairMsgIDPrefix + lengthPrefixed(n.Scope) + "/" + lengthPrefixed(n.Account) + "/" + lengthPrefixed(n.Instrument) + "/" +
 		lengthPrefixed(n.Run) + "/" + lengthPrefixed(n.Step) + "/" + value
-	ct, err := tx.Exec(ctx, `
-INSERT INTO projection_catchup_outbox (msg_id, scope, account, instrument, quantity, avg_cost, cursor_seq)
-VALUES ($1, $2, $3, $4, $5::numeric, $6::numeric, $7)
-ON CONFLICT (msg_id) DO NOTHING`, msgID, n.Scope, n.Account, n.Instrument, qty, cost, cursor)
+	inserted, err := outboxInsertRepair(ctx, tx, msgID, n.Scope, n.Account, n.Instrument, qty, cost, cursor)
 	if err != nil {
 		return false, dbErr(fmt.Sprintf("store: outbox of repaired position %s/%s", n.Account, n.Instrument), err)
 	}
-	if ct.RowsAffected() == 0 {
+	if !inserted {
 		return false, fmt.Errorf("store: the notification %s exists already: run %q moved %s/%s twice in step %s", msgID, n.Run, n.Account, n.Instrument, n.Step)
 	}
 	return true, nil

@@ -288,10 +288,7 @@ func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageR
 		}
 	}
 
-	cur, err := scanCursor(tx.QueryRow(ctx, `SELECT `+cursorColumns+` FROM projection_catchup_cursor WHERE scope = $1 FOR UPDATE`, scope))
-	if errors.Is(err, pgx.ErrNoRows) {
-		cur, err = Genesis(scope), nil
-	}
+	cur, err := cursorForUpdate(ctx, tx, scope)
 	if err != nil {
 		return PageResult{}, commitPoints{}, dbErr("store: re-read cursor", err)
 	}
@@ -309,7 +306,7 @@ func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageR
 	if cur.VerifiedThroughSeq == 0 {
 		// FR-APR07 bootstrap: a cursor at genesis trusts nothing derived
 		// before; drop any basis so every key is re-derived from its opening.
-		if _, err := tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1`, scope); err != nil {
+		if err := basisDeleteScope(ctx, tx, scope); err != nil {
 			return PageResult{}, commitPoints{}, dbErr("store: reset basis", err)
 		}
 	}
@@ -363,26 +360,10 @@ func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageR
 	// and moves only this timestamp).
 	// RETURNING also says whether a live write is waiting for the lock
 	// now: the slice sizer keeps slices short only while someone waits.
-	var verifiedAt *time.Time
-	if !cur.Exists {
-		err = tx.QueryRow(ctx, `
-INSERT INTO projection_catchup_cursor (scope, descriptor_hash, protocol_version, verified_through_seq, chain_digest,
-    event_count, last_observed_boundary_seq, state, blocked_reason, last_verified_at)
-VALUES ($1, $3, $4, $5, $6, $7, $8, $9, NULL, clock_timestamp())
-ON CONFLICT (scope) DO NOTHING
-RETURNING last_verified_at, `+lockWaitedSQL, scope, w.lockIDs, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest,
-			res.EventCount, pg.BoundarySeq, state).Scan(&verifiedAt, &res.LockWaited)
-	} else {
-		err = tx.QueryRow(ctx, `
-UPDATE projection_catchup_cursor
-   SET descriptor_hash = $3, protocol_version = $4, verified_through_seq = $5, chain_digest = $6, event_count = $7,
-       last_observed_boundary_seq = greatest(last_observed_boundary_seq, $8), state = $9, blocked_reason = NULL,
-       last_verified_at = clock_timestamp(), updated_at = clock_timestamp()
- WHERE scope = $1 AND verified_through_seq = $10 AND chain_digest = $11 AND last_observed_boundary_seq = $12
-RETURNING last_verified_at, `+lockWaitedSQL,
-			scope, w.lockIDs, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest, res.EventCount,
-			pg.BoundarySeq, state, cur.VerifiedThroughSeq, cur.ChainDigest, cur.LastObservedBoundarySeq).Scan(&verifiedAt, &res.LockWaited)
-	}
+	verifiedAt, lockWaited, err := cursorAdvance(ctx, tx, scope, cur, cursorStep{descriptorHash: pg.DescriptorHash,
+		protocolVersion: pg.ProtocolVersion, through: res.VerifiedThroughSeq, digest: res.ChainDigest, eventCount: res.EventCount,
+		boundary: pg.BoundarySeq, state: state}, w.lockIDs)
+	res.LockWaited = lockWaited
 	if errors.Is(err, pgx.ErrNoRows) {
 		return PageResult{}, commitPoints{}, refuse(codes.CursorMoved, "cursor of %q moved during the page", scope)
 	}
@@ -401,34 +382,4 @@ RETURNING last_verified_at, `+lockWaitedSQL,
 		pre:  commitPoint{through: cur.VerifiedThroughSeq, digest: cur.ChainDigest, verifiedAt: cur.LastVerifiedAt},
 		post: commitPoint{through: res.VerifiedThroughSeq, digest: res.ChainDigest, verifiedAt: verifiedAt},
 	}, nil
-}
-
-// sameRun re-reads the scope's selected run (forShare: FOR SHARE) and
-// refuses SUPERSEDED unless it is run with the same barrier (FR-APR09: runs
-// are read, never written). The slice reads it twice: first without a row
-// lock, to refuse early; then FOR SHARE as the last read before the cursor
-// moves, which holds until COMMIT. Between the two, a change that committed
-// is seen by the second read and refuses the slice, and a change not yet
-// committed makes it wait and then refuses it, so the run the slice commits
-// under is the run it was verified against. The live projector updates the
-// run row (its max observed seq) in every write: a FOR SHARE taken first
-// would make every live write wait for the whole slice, even on keys the
-// slice does not lock.
-func sameRun(ctx context.Context, tx pgx.Tx, run Run, forShare bool) error {
-	q := `SELECT ` + runColumns + ` FROM projection_runs WHERE scope = $1 AND selected`
-	if forShare {
-		q = `SELECT ` + runColumns + ` FROM projection_runs WHERE scope = $1 AND selected FOR SHARE`
-	}
-	now, err := scanRun(tx.QueryRow(ctx, q, run.Scope))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return refuse(codes.Superseded, "scope %q no longer has a selected run", run.Scope)
-	}
-	if err != nil {
-		return dbErr("store: re-read run", err)
-	}
-	if !now.SameBarrier(run) {
-		return refuse(codes.Superseded, "run changed: was %d/%s/%s, now %d/%s/%s",
-			run.RunID, run.Phase, run.DescriptorHash, now.RunID, now.Phase, now.DescriptorHash)
-	}
-	return nil
 }

@@ -65,33 +65,16 @@ WHERE (p.quantity, p.avg_cost, p.opening_quantity, p.opening_avg_cost, p.opening
                         EXCLUDED.opening_proven, EXCLUDED.opening_seq)`, w.scope); err != nil {
 		return dbErr("store: upsert positions", err)
 	}
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO projection_catchup_basis AS b (scope, account, instrument, basis_seq, quantity, avg_cost, derived_quantity, derived_avg_cost, deferred)
-SELECT $1, account, instrument, $2, basis_quantity, basis_avg_cost, quantity, avg_cost, deferred FROM page_positions
-ON CONFLICT (scope, account, instrument) DO UPDATE SET
-    basis_seq = EXCLUDED.basis_seq, quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost,
-    derived_quantity = EXCLUDED.derived_quantity, derived_avg_cost = EXCLUDED.derived_avg_cost, deferred = EXCLUDED.deferred`, w.scope, w.p.through); err != nil {
+	if err := basisUpsertPage(ctx, w.tx, w.scope, w.p.through); err != nil {
 		return dbErr("store: upsert basis", err)
 	}
 	// R2: one outbox row per key whose final position differs from its
 	// pre-page value; published after commit by internal/notify.
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO projection_catchup_outbox (msg_id, scope, account, instrument, quantity, avg_cost, cursor_seq)
-SELECT `+msgIDSQL+`, $1, account, instrument, quantity, avg_cost, $2 FROM page_positions WHERE changed
-ON CONFLICT (msg_id) DO NOTHING`, w.scope, w.p.through); err != nil {
+	if err := outboxInsertPage(ctx, w.tx, w.scope, w.p.through); err != nil {
 		return dbErr("store: outbox", err)
 	}
 	return nil
 }
-
-// msgIDSQL is the notification idempotency key (Nats-Msg-Id):
-// position/<scope>/<account>/<instrument>/<cursor seq>/<qty>@<avg>, names
-// length-prefixed so that a '/' inside one cannot collide. The value is part
-// of the key: after a cursor reset (FR-APR07) a page may end at the same seq
-// with a different position, and that notification must not be mistaken for
-// the one already sent.
-const msgIDSQL = `'position/' || length($1::text) || ':' || $1::text || '/' || length(account) || ':' || account || '/' ||
-       length(instrument) || ':' || instrument || '/' || $2::bigint || '/' || trim_scale(quantity)::text || '@' || trim_scale(avg_cost)::text`
 
 // writeOrders moves each page order's current row to the latest version the
 // slice holds, and only ever forward: a newer version already written by the

@@ -30,6 +30,7 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -72,6 +73,23 @@ type hooks struct {
 	// slice attempt probes outside the full probe (page_unprobed.go).
 	currentProbes func(n int)
 }
+
+// Querier runs one statement: a pgx.Tx, a connection or the pool. The
+// exported functions named after a table (LeaseGet, CursorGet, BasisUpsert...)
+// take one, so a caller runs the table's statements in its own transaction
+// while the statements themselves stay in the table's file of this package.
+// They return the driver's error unwrapped: the caller adds its context.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+var (
+	_ Querier = pgx.Tx(nil)
+	_ Querier = (*pgxpool.Pool)(nil)
+	_ Querier = (*pgxpool.Conn)(nil)
+)
 
 // Open connects to dsn and pings.
 func Open(ctx context.Context, dsn string) (*Store, error) {

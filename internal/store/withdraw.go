@@ -18,11 +18,8 @@ package store
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/projection-recovery/projection-recovery/internal/chain"
 )
 
 // Withdraws decides whether writing a record back into the projection
@@ -75,23 +72,18 @@ func Withdraws(verified int64, positioned []*int64) bool {
 //
 // It returns the verified-through it withdrew (0: nothing withdrawn).
 func WithdrawTx(ctx context.Context, tx pgx.Tx, scope string, positioned ...*int64) (int64, error) {
-	var verified int64
-	err := tx.QueryRow(ctx, `SELECT verified_through_seq FROM projection_catchup_cursor WHERE scope = $1 FOR UPDATE`, scope).Scan(&verified)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	verified, err := cursorVerifiedForUpdate(ctx, tx, scope)
+	if err != nil {
 		return 0, dbErr("store: read the cursor to withdraw", err)
 	}
 	withdraw := Withdraws(verified, positioned) // no cursor: verified is 0
 	if withdraw {
-		if _, err := tx.Exec(ctx, `
-UPDATE projection_catchup_cursor
-   SET verified_through_seq = 0, chain_digest = $2, event_count = 0,
-       state = 'CATCHING_UP', blocked_reason = NULL, updated_at = clock_timestamp()
- WHERE scope = $1`, scope, chain.Genesis); err != nil {
+		if err := cursorWithdraw(ctx, tx, scope); err != nil {
 			return 0, dbErr("store: withdraw the cursor", err)
 		}
 	}
 	if withdraw || verified == 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1`, scope); err != nil {
+		if err := basisDeleteScope(ctx, tx, scope); err != nil {
 			return 0, dbErr("store: drop the bases of a cursor at genesis", err)
 		}
 	}
