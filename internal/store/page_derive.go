@@ -19,6 +19,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 
@@ -250,3 +251,21 @@ SELECT p.account, p.instrument, p.quantity FROM positions p
 	}
 	return refuse(codes.UnexplainedBalance, "key %s/%s holds %s but no source event or retained trade explains it", acct, instr, qty)
 }
+
+// posRow is one touched key: its pre-page row, its starting point and result.
+type posRow struct {
+	k                key
+	exists           bool
+	pre              position.State
+	openQty, openAvg decimal.Decimal
+	openProven       bool
+	openSeq          *int64
+	basisSeq         *int64
+	basis            position.State
+	final, newBasis  position.State
+	changed          bool
+	derived          *position.State // the basis row's derived position (NULL: nil)
+	deferred         bool            // the slice took derived as the key's fold (derivedHolds)
+}
+
+func (r posRow) describe() string { return fmt.Sprintf("%s/%s", r.k.account, r.k.instrument) }

@@ -18,8 +18,6 @@ package store
 
 import (
 	"context"
-
-	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 // write persists the page: missing trades, order versions, current order
@@ -113,98 +111,4 @@ WHERE o.version < EXCLUDED.version`, w.scope, ws.ids, ws.versions); err != nil {
 		return dbErr("store: update orders", err)
 	}
 	return nil
-}
-
-// writeStreams are a slice's COPY streams of what checkTrades and
-// checkOrders found missing (trades, order versions, current order rows) and
-// the orders whose current row is to move forward. encodeWrites builds them
-// in a goroutine while derive reads and folds the slice's keys, so that the
-// applying goroutine does not encode between the slice's statements (issue
-// 12, goal 1; docs/performance.md "What left the slice's path": its CPU fell
-// by two thirds, the catch-up's time did not move beyond this machine's
-// noise, most of it being the COPYs themselves). The goroutine only reads what
-// checkTrades and checkOrders left (w.p, w.existing, w.missingOrders,
-// w.orderRows), which nothing changes after them; derive reads
-// w.existing too, and reads do not race.
-type writeStreams struct {
-	done        chan struct{}
-	trades      *copyBuf
-	orderEvents *copyBuf
-	orders      *copyBuf // current rows of the orders without one
-	ids         []string // orders whose current row holds an older version
-	versions    []int64  // the version each moves to
-}
-
-// encodeWrites starts encoding the slice's write streams; release must
-// follow, whatever happens to the slice.
-func (w *pageTx) encodeWrites() *writeStreams {
-	ws := &writeStreams{done: make(chan struct{})}
-	go func() {
-		defer close(ws.done)
-		ws.trades = w.encodeMissingTrades()
-		ws.orderEvents = w.encodeOrderEvents()
-		ws.orders, ws.ids, ws.versions = w.encodeOrders()
-	}()
-	return ws
-}
-
-// wait returns once the streams are encoded.
-func (ws *writeStreams) wait() { <-ws.done }
-
-// release waits for the encoding and gives its buffers back. Waiting first
-// is what keeps a buffer from being reused while the goroutine still fills it.
-func (ws *writeStreams) release() {
-	ws.wait()
-	for _, c := range []*copyBuf{ws.trades, ws.orderEvents, ws.orders} {
-		if c != nil {
-			putCopyBuf(c)
-		}
-	}
-}
-
-// encodeOrders sorts the slice's orders for writeOrders: for each order id,
-// the latest version the slice holds gets a current row by COPY when the
-// order has none, moves the row forward by upsert when it holds an older
-// version, and is left alone otherwise.
-func (w *pageTx) encodeOrders() (*copyBuf, []string, []int64) {
-	latest := make(map[string]*wire.Order, len(w.p.orders))
-	for _, o := range w.p.orders {
-		if l := latest[o.OrderID]; l == nil || o.Version > l.Version {
-			latest[o.OrderID] = o
-		}
-	}
-	fresh := getCopyBuf(12)
-	var ids []string
-	var versions []int64
-	for _, o := range w.p.orders { // in seq order: the rows go in as they came
-		if latest[o.OrderID] != o {
-			continue
-		}
-		v, ok := w.orderRows[o.OrderID]
-		switch {
-		case !ok:
-			fresh.row()
-			fresh.order(w.scope, o)
-		case v < o.Version:
-			ids, versions = append(ids, o.OrderID), append(versions, o.Version)
-		}
-	}
-	return fresh, ids, versions
-}
-
-// encodeMissingTrades encodes the slice's trades that checkTrades did not
-// find retained, as recovery's own BOOKED rows.
-func (w *pageTx) encodeMissingTrades() *copyBuf {
-	c := getCopyBuf(14)
-	for _, t := range w.p.trades {
-		if w.existing[t.TradeID] {
-			continue
-		}
-		c.row()
-		c.text(w.scope)
-		c.trade(t)
-		c.text("BOOKED")
-		c.text("recovery")
-	}
-	return c
 }

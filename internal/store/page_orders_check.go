@@ -18,178 +18,13 @@ package store
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/shopspring/decimal"
 
-	"github.com/projection-recovery/projection-recovery/internal/position"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
-
-// pageTx is the data half of one page transaction (after lock, lease, run and
-// cursor checks). Everything is set-based, never one statement per row: keys
-// and derived positions go into temporary tables and each write is one
-// statement over them; the retained trades and order rows are read by a range
-// scan of the window and probes for the rest (page_trades_check.go) and
-// compared in Go, and the missing ones are COPYed.
-type pageTx struct {
-	tx    pgx.Tx
-	scope string
-	p     *prepared
-
-	existing      map[string]bool  // page trade ids already retained
-	missingOrders []*wire.Order    // order versions to insert (COPY)
-	orderRows     map[string]int64 // version of the current orders row of each page order id that has one
-	lockIDs       []int64          // the key locks the slice holds (KeyLocks)
-	rows          []posRow
-	inserted      int64
-	orderEvents   int64
-	changed       int
-	newer         int64       // retained legs newer than the page folded into its keys (R1)
-	noDefer       bool        // every key is folded in full: a flush slice, or one that makes the scope CURRENT (deferred.go)
-	deferred      int         // keys whose derivation the slice deferred (deferFold)
-	probeAll      bool        // probe every page row the window did not show (page_unprobed.go)
-	keysRead      bool        // unprobed read the catalog's keys for this slice
-	skipped       bool        // a probe that could only have found a refusal was skipped
-	currentProbes func(n int) // hooks.currentProbes: how many current orders rows the slice probes
-}
-
-// tempTables are created once per connection and emptied at every commit
-// (ON COMMIT DELETE ROWS; a rollback discards their rows anyway), so a page
-// pays no catalog churn for them. The same script sets how the transaction's
-// statements are planned: custom plans (a generic plan, which PostgreSQL may
-// pick for a prepared statement after five executions, ignores the window
-// bounds and scanned the scope per slice), and no JIT (the estimates over
-// never-analyzed temporary tables cross jit_above_cost on a large scope, and
-// compiling took ~400 ms per statement, for statements that run in
-// milliseconds).
-const tempTables = `
-CREATE TEMP TABLE IF NOT EXISTS page_keys (account text, instrument text) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS page_positions (account text, instrument text, quantity numeric, avg_cost numeric,
-    opening_quantity numeric, opening_avg_cost numeric, opening_proven boolean, opening_seq bigint,
-    basis_quantity numeric, basis_avg_cost numeric, changed boolean, deferred boolean) ON COMMIT DELETE ROWS;
-SET LOCAL plan_cache_mode = force_custom_plan;
-SET LOCAL jit = off;`
-
-// The COPY statements of the page path, with their columns in the order
-// copyBuf writes them (encodeOrderEvents, encodeOrders,
-// encodeMissingTrades, copyPagePositions).
-const (
-	copyOrderEventsSQL = `COPY order_events (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining,
-    status, ts) FROM STDIN (FORMAT binary)`
-	copyOrdersSQL = `COPY orders (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining,
-    status, ts) FROM STDIN (FORMAT binary)`
-	copyTradesSQL = `COPY trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
-    buy_account, sell_account, ts, booking_status, written_by) FROM STDIN (FORMAT binary)`
-	copyPagePositionsSQL = `COPY page_positions (account, instrument, quantity, avg_cost, opening_quantity, opening_avg_cost,
-    opening_proven, opening_seq, basis_quantity, basis_avg_cost, changed, deferred) FROM STDIN (FORMAT binary)`
-)
-
-// encodeOrderEvents encodes the order versions checkOrders found missing.
-func (w *pageTx) encodeOrderEvents() *copyBuf {
-	c := getCopyBuf(12)
-	for _, o := range w.missingOrders {
-		c.row()
-		c.order(w.scope, o)
-	}
-	return c
-}
-
-// trade writes the columns of a trade row from trade_id to ts, in
-// copyTradesSQL's order.
-func (c *copyBuf) trade(t *wire.Trade) {
-	c.text(t.TradeID)
-	c.int8(t.TradeSeq)
-	c.int8(t.Seq)
-	c.text(t.Instrument)
-	c.numeric(t.Price)
-	c.numeric(t.Quantity)
-	c.text(t.BuyOrderID)
-	c.text(t.SellOrderID)
-	c.text(t.BuyAccount)
-	c.text(t.SellAccount)
-	c.timestamptz(t.TS)
-}
-
-// order writes the columns of an order row (order_events and orders share
-// them, copyOrderEventsSQL and copyOrdersSQL name them in this order).
-func (c *copyBuf) order(scope string, o *wire.Order) {
-	c.text(scope)
-	c.text(o.OrderID)
-	c.int8(o.Version)
-	c.int8(o.Seq)
-	c.text(o.Account)
-	c.text(o.Instrument)
-	c.text(string(o.Side))
-	c.numeric(o.Price)
-	c.numeric(o.Quantity)
-	c.numeric(o.Remaining)
-	c.text(string(o.Status))
-	c.timestamptz(o.TS)
-}
-
-// copyPagePositions streams the derived positions into page_positions.
-func (w *pageTx) copyPagePositions(ctx context.Context) error {
-	c := getCopyBuf(12)
-	defer putCopyBuf(c)
-	for i := range w.rows {
-		r := &w.rows[i]
-		c.row()
-		c.text(r.k.account)
-		c.text(r.k.instrument)
-		c.numeric(r.final.Quantity)
-		c.numeric(r.final.AvgCost)
-		c.numeric(r.openQty)
-		c.numeric(r.openAvg)
-		c.boolean(r.openProven)
-		c.int8p(r.openSeq)
-		c.numeric(r.newBasis.Quantity)
-		c.numeric(r.newBasis.AvgCost)
-		c.boolean(r.changed)
-		c.boolean(r.deferred)
-	}
-	_, err := c.send(ctx, w.tx, copyPagePositionsSQL)
-	return err
-}
-
-// checkLegacy refuses a scope holding rows without consensus provenance
-// (seq NULL): they can be neither verified nor placed in authoritative order,
-// so no cursor may claim completeness over them (UNKNOWN_LEGACY_HISTORY).
-func (w *pageTx) checkLegacy(ctx context.Context) error {
-	var t, e, o bool
-	err := w.tx.QueryRow(ctx, `
-SELECT EXISTS (SELECT 1 FROM trades WHERE scope = $1 AND seq IS NULL),
-       EXISTS (SELECT 1 FROM order_events WHERE scope = $1 AND seq IS NULL),
-       EXISTS (SELECT 1 FROM orders WHERE scope = $1 AND seq IS NULL)`, w.scope).Scan(&t, &e, &o)
-	if err != nil {
-		return dbErr("store: legacy check", err)
-	}
-	if t || e || o {
-		return refuse(codes.UnknownLegacyHistory, "scope %q has rows without consensus provenance (trades %v, order_events %v, orders %v)", w.scope, t, e, o)
-	}
-	return nil
-}
-
-func (w *pageTx) load(ctx context.Context) error {
-	if _, err := w.tx.Exec(ctx, tempTables, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return dbErr("store: temp tables", err)
-	}
-	accts := make([]string, len(w.p.keys))
-	instrs := make([]string, len(w.p.keys))
-	for i, k := range w.p.keys {
-		accts[i], instrs[i] = k.account, k.instrument
-	}
-	if _, err := w.tx.Exec(ctx, `INSERT INTO page_keys SELECT * FROM unnest($1::text[], $2::text[])`, accts, instrs); err != nil {
-		return dbErr("store: page keys", err)
-	}
-	// No ANALYZE: the planner sizes never-analyzed temp tables from their
-	// actual block count, and the queries over them are shaped (LATERAL per
-	// key) so that index probes win regardless.
-	return nil
-}
 
 // checkOrders: every retained order row positioned in the window (order_events
 // versions and current orders rows) must be the SQL representation of its
@@ -293,7 +128,7 @@ func (w *pageTx) probeOrders(ctx context.Context, ids []string, lo, hi []int64, 
 			return nil, err
 		}
 	}
-	if h := w.currentProbes; h != nil {
+	if h := w.hooks.currentProbes; h != nil {
 		h(len(curIDs))
 	}
 	if len(curIDs) == 0 {
@@ -393,21 +228,3 @@ func sameOrder(r *wire.Order, side wire.Side, status wire.OrderStatus, s *wire.O
 	return r.Account == s.Account && r.Instrument == s.Instrument && side == s.Side && status == s.Status &&
 		r.Price.Equal(s.Price) && r.Quantity.Equal(s.Quantity) && r.Remaining.Equal(s.Remaining) && r.TS.Equal(tsSQL(s.TS))
 }
-
-// posRow is one touched key: its pre-page row, its starting point and result.
-type posRow struct {
-	k                key
-	exists           bool
-	pre              position.State
-	openQty, openAvg decimal.Decimal
-	openProven       bool
-	openSeq          *int64
-	basisSeq         *int64
-	basis            position.State
-	final, newBasis  position.State
-	changed          bool
-	derived          *position.State // the basis row's derived position (NULL: nil)
-	deferred         bool            // the slice took derived as the key's fold (derivedHolds)
-}
-
-func (r posRow) describe() string { return fmt.Sprintf("%s/%s", r.k.account, r.k.instrument) }
