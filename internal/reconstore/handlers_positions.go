@@ -216,30 +216,14 @@ ON CONFLICT (scope, account, instrument) DO UPDATE SET
 }
 
 // rebaseKey keeps the key's derivation basis consistent with the repaired
-// row (internal/store page_derive.go, proveStart). The next page touching the
-// key starts from its basis when there is one and checks
-//
-//	stored quantity == basis quantity + Σ retained BOOKED trades after basis_seq
-//
-// and, without a basis, starts from zero unless the page itself carries the
-// key's opening event (a stored non-zero opening without either refuses).
-// So after a repair the basis must be the authoritative fold THROUGH THE
-// CURSOR'S verified_through_seq V from the repaired opening:
-//
-//   - V == 0 (no verified page yet): no basis; the next page is a genesis
-//     bootstrap, which re-derives every key from its opening anyway;
-//   - the opening's seq > V (not verified yet): no basis, because the page
-//     that carries the opening event then proves the stored opening (a basis
-//     would make that page refuse OPENING_CONFLICT);
-//   - otherwise: basis_seq = V and the fold, from the opening, of the key's
-//     retained BOOKED trades with seq <= V in (seq, trade_seq, leg) order.
-//
-// The fold of ALL retained trades must also reproduce After exactly, else
-// the SQL trades are not the inputs the plan derived from (a trade drift the
-// planner should have blocked, or a trade written since): refused, nothing
-// written. Without this rule a repaired key would either be refused by the
-// next page (UNEXPLAINED_BALANCE against a stale basis) or, worse, be folded
-// from a basis that contradicts the repaired row.
+// row, so the next page's balance rule (store's proveStart) holds: the basis
+// becomes the fold, from the repaired opening, of the key's retained BOOKED
+// trades through the cursor's verified-through V; none when V is 0 or the
+// opening lies after V (the page carrying it proves it). The fold of ALL
+// retained trades must reproduce After exactly, else the trades are not what
+// the plan derived from: refused, nothing written. Without it the next page
+// would refuse the key against a stale basis, or fold it from one that
+// contradicts the row (docs/design/repairs.md, "Rebasing a repaired key").
 func rebaseKey(ctx context.Context, tx pgx.Tx, scope, acct, instr string, after recon.Fields) error {
 	open, err := openingOf(after)
 	if err != nil {

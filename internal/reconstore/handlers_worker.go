@@ -30,29 +30,16 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// releaseLease ends the claim of a lease held past expiry (irreversible).
-// The dead holder's claim is released once the row's fence has moved past
-// Before's (FR-APR08: a write of the old fence can never commit), which
-// happens one of two ways:
-//
-//   - inside an apply, the workflow's session took the scope's lease before
-//     the first handler (reconstore.leaseSession): AcquireLease takes over
-//     only an expired lease and increments its fence, so that takeover IS
-//     the release. The handler finds the row held by this very session
-//     (owner and fence of h.Lease, unexpired) with a fence beyond Before's:
-//     the After is reached and nothing more is written. The session's own
-//     release at its end leaves the row to the worker, whose AcquireLease
-//     increments the fence again;
-//   - without a session (a rehearsal, which must not take the lease: see
-//     Runner.Rehearse), it takes the projection write lock and the lease
-//     row FOR UPDATE itself and clears the owner only while the row is still
-//     Before AND expired by the database clock: an unexpired lease's page
-//     may still be running. The fence and expiry stay, so the next owner's
-//     AcquireLease increments the fence; the row is never deleted (that
-//     would reset the fence).
-//
-// Anything else (another owner took the row, it was renewed) is
-// ErrRecordMoved and nothing is written.
+// releaseLease ends the claim of a lease held past expiry (irreversible):
+// the claim is released once the row's fence has moved past Before's
+// (FR-APR08: a write of the old fence can never commit). Inside an apply the
+// session's AcquireLease already took the expired lease over and moved the
+// fence, so the row held by this very session is the After. Without a
+// session (a rehearsal) it clears the owner under the write lock, only while
+// the row is still Before and expired by the database clock (an unexpired
+// lease's page may still run); fence and expiry stay and the row is never
+// deleted, which would reset the fence. Anything else is ErrRecordMoved.
+// docs/design/repairs.md, "Releasing a dead holder's lease".
 func (h *Handlers) releaseLease(ctx context.Context, a recon.Action) error {
 	scope := a.Target["scope"]
 	beforeFence, err := strconv.ParseInt(a.Before["fence"], 10, 64)

@@ -43,14 +43,10 @@ const (
 // writeStreams are a slice's COPY streams of what checkTrades and
 // checkOrders found missing (trades, order versions, current order rows) and
 // the orders whose current row is to move forward. encodeWrites builds them
-// in a goroutine while derive reads and folds the slice's keys, so that the
-// applying goroutine does not encode between the slice's statements (issue
-// 12, goal 1; docs/performance.md "What left the slice's path": its CPU fell
-// by two thirds, the catch-up's time did not move beyond this machine's
-// noise, most of it being the COPYs themselves). The goroutine only reads what
-// checkTrades and checkOrders left (w.p, w.existing, w.missingOrders,
-// w.orderRows), which nothing changes after them; derive reads
-// w.existing too, and reads do not race.
+// in a goroutine while derive reads and folds the slice's keys, so the
+// applying goroutine does not encode under the lock (docs/performance.md,
+// "What left the slice's path"). The goroutine only reads what checkTrades
+// and checkOrders left, which nothing changes after them: no race.
 type writeStreams struct {
 	done        chan struct{}
 	trades      *copyBuf

@@ -70,41 +70,20 @@ func (r PageResult) Committed() bool { return r.Slices > 0 }
 // (AfterCommit). Never called on rollback.
 func (s *Store) SetAfterCommit(f func(scope string)) { s.afterCommit = f }
 
-// ApplyPage verifies one fetched page and applies it (FR-APR06). The page
-// was fetched before (never hold a transaction across HTTP). In order:
+// ApplyPage verifies one fetched page and applies it (FR-APR06), in order:
 //
-//  1. prepare: decode, hash and order-check the WHOLE page, outside any
-//     transaction, and cut it into write slices at command boundaries;
-//  2. lockKeys: per slice, in ONE transaction (applyTx runs 3 to 8), fill
-//     session-private temporary tables with the slice's keys, then take the
-//     projection write lock of those keys (KeyLocks), so no live write on
-//     them interleaves with what follows;
-//  3. lockLease: the lease row FOR UPDATE holds our owner and fence,
-//     unexpired (FR-APR08);
-//  4. checkRun: the selected run is the one the page was prepared against,
-//     else SUPERSEDED, nothing written (FR-APR09; runs are read, never
-//     written); read again FOR SHARE in step 8 (sameRun);
-//  5. checkCursor: the cursor stands at the slice's after and digestAfter,
-//     with its descriptor and protocol (FR-APR05/07); at genesis the slice
-//     bootstraps and re-verifies every retained row (FR-APR07);
-//  6. checkRows: refuse unknown legacy history, orphans,
-//     immutable/provenance conflicts, rejected bookings and order rows
-//     differing from their source event;
-//  7. deriveAndWrite: refuse unproven openings and unexplained balances of
-//     every touched key, re-derive each from all retained trades in (seq,
-//     tradeSeq) order (R1), insert missing trades and order versions without
-//     rewinding newer ones, write outbox rows for keys whose position
-//     changed (R2); a slice that makes the scope CURRENT also passes
-//     checkComplete;
-//  8. advanceCursor: compare-and-set on the old verified-through, digest
-//     and boundary.
+//  1. prepare: decode, hash and order-check the whole page outside any transaction, cut into slices;
+//  2. lockKeys: per slice, in ONE transaction (applyTx), the projection write lock of its keys;
+//  3. lockLease: the lease row FOR UPDATE holds our owner and fence, unexpired (FR-APR08);
+//  4. checkRun: the selected run is the one prepared against, else SUPERSEDED (FR-APR09);
+//  5. checkCursor: the cursor stands at the slice's start; at genesis, bootstrap (FR-APR05/07);
+//  6. checkRows: the retained rows the slice reaches are what the verified source says;
+//  7. deriveAndWrite: balances explained, keys re-derived (R1), rows and outbox written (R2);
+//  8. advanceCursor: compare-and-set on the cursor checkCursor read.
 //
-// A slice is a page in every respect FR-APR06 names (its own window and
-// chain digests at both ends, verified before any slice writes); a fetched
-// page is the fetch unit. Any refusal or error rolls its slice back: a
-// *codes.Refusal (see codes.Of) means that slice wrote nothing; the slices
-// before it stay committed, each a verified step of the cursor, and the
-// result reports them (Committed, VerifiedThroughSeq).
+// A refusal or error rolls its slice back (a *codes.Refusal: that slice wrote
+// nothing); the slices before it stay committed, each a verified step of the
+// cursor (Committed, VerifiedThroughSeq). docs/design/page-transaction.md.
 func (s *Store) ApplyPage(ctx context.Context, l Lease, run Run, page *source.Page) (PageResult, error) {
 	pp, err := s.PreparePage(run, page)
 	if err != nil {

@@ -31,24 +31,13 @@ import (
 )
 
 // derive reads every touched key's pre-page row, basis and retained trades,
-// checks the key (UNPROVEN_INITIAL_BALANCE, OPENING_CONFLICT,
-// UNEXPLAINED_BALANCE) and re-derives it (R1).
-//
-// The balance rule (UNEXPLAINED_BALANCE), for every key the page touches
-// through an inserted OR an already retained trade or an opening:
-//
-//	stored quantity == start quantity + Σ signed quantity of the key's retained
-//	BOOKED trades after the start
-//
-// where start is the key's proven start (proveStart: its basis, the fold
-// through the cursor when a verified page last touched it; else the stored
-// opening only when this page holds the opening event it must equal; else
-// zero, and a stored non-zero opening refuses), and a key with retained
-// trades must have a row. Quantity is
-// a sum, independent of order, so a correct arrival-order projection always
-// passes; only balances written without a retained trade behind them (manual
-// edits, lost updates, double applies) fail. Average cost is not compared: it
-// is order-dependent and is exactly what the re-derivation repairs (R1).
+// checks the key and re-derives it (R1). The balance rule: a key's stored
+// quantity must equal its proven start (proveStart) plus the signed
+// quantities of its retained BOOKED trades after the start, and a key with
+// retained trades must have a row; else UNEXPLAINED_BALANCE (a manual edit,
+// a lost update, a double apply). Average cost is order-dependent and is not
+// compared: it is what the re-derivation repairs.
+// docs/design/page-transaction.md, "The balance rule".
 func (w *pageTx) derive(ctx context.Context) error {
 	rows, err := w.tx.Query(ctx, `
 SELECT k.account, k.instrument, p.scope IS NOT NULL,
@@ -156,30 +145,15 @@ SELECT k.account, k.instrument, p.scope IS NOT NULL,
 }
 
 // proveStart returns the state a touched key's pre-page balance is checked
-// from, refusing an opening nothing proves. A flag in SQL proves nothing
-// (opening_proven, opening_seq are whatever a writer stored): an opening is
-// proven only by the verified source event itself (in this page, same seq
-// and values) or by the key's basis, which an earlier verified page derived
-// from such an event. Hence, in this order:
-//
-//   - a basis: the start is the basis (the fold through the cursor); an
-//     opening event arriving now follows verified trades: OPENING_CONFLICT;
-//   - an opening event in the page: it must not follow any trade of the key
-//     (retained, or in the page, at a seq <= its own), else OPENING_CONFLICT,
-//     whatever the page boundaries (one ledger, one verdict: folding earlier
-//     trades onto a later opening in one page while refusing the same ledger
-//     split over two pages would make the verdict depend on the page size);
-//     a stored opening must be that event (same seq and values) or, without
-//     provenance, zero or equal to it; the start is the stored opening,
-//     which is then the source's or zero (a lost opening event);
-//   - neither: the start is zero. A stored non-zero opening is unproven
-//     (UNPROVEN_INITIAL_BALANCE without opening_seq) or contradicts the
-//     verified source (OPENING_CONFLICT: an opening_seq <= the page's
-//     through names a verified window whose source has no such opening, and
-//     one beyond it would follow the trades through which the page touches
-//     the key). Without this, a row claiming a proven opening of 7 would be
-//     certified CURRENT at 7 plus its trades where the source derives 0 plus
-//     its trades.
+// from. A flag in SQL proves nothing: an opening is proven only by the
+// verified source event (in this page, same seq and values) or by the key's
+// basis, which a verified page derived. So: a basis is the start (an
+// opening arriving now is OPENING_CONFLICT); else an opening event in the
+// page, which must follow none of the key's trades and match any stored
+// opening; else zero, and a stored non-zero opening refuses
+// (UNPROVEN_INITIAL_BALANCE or OPENING_CONFLICT). Without this, a row
+// claiming an opening of 7 would be certified at 7 plus its trades where the
+// source derives 0 plus its trades. docs/design/page-transaction.md.
 func (w *pageTx) proveStart(r *posRow, open *wire.Opening, retained []position.NumFill) (position.State, error) {
 	if r.basisSeq != nil {
 		if open != nil {

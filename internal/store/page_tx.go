@@ -250,13 +250,11 @@ func (w *pageTx) advanceCursor(ctx context.Context, run Run, cur Cursor, res *Pa
 
 // tempTables are created once per connection and emptied at every commit
 // (ON COMMIT DELETE ROWS; a rollback discards their rows anyway), so a page
-// pays no catalog churn for them. The same script sets how the transaction's
-// statements are planned: custom plans (a generic plan, which PostgreSQL may
-// pick for a prepared statement after five executions, ignores the window
-// bounds and scanned the scope per slice), and no JIT (the estimates over
-// never-analyzed temporary tables cross jit_above_cost on a large scope, and
-// compiling took ~400 ms per statement, for statements that run in
-// milliseconds).
+// pays no catalog churn for them. The same script forces custom plans (a
+// generic plan ignores the window bounds and scans the scope per slice) and
+// turns JIT off (never-analyzed temporary tables cross jit_above_cost and
+// compiling costs far more than the statements): docs/design/page-transaction.md,
+// "Planner and driver guards".
 const tempTables = `
 CREATE TEMP TABLE IF NOT EXISTS page_keys (account text, instrument text) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS page_positions (account text, instrument text, quantity numeric, avg_cost numeric,

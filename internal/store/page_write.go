@@ -75,22 +75,13 @@ WHERE (p.quantity, p.avg_cost, p.opening_quantity, p.opening_avg_cost, p.opening
 }
 
 // writeOrders moves each page order's current row to the latest version the
-// slice holds, and only ever forward: a newer version already written by the
-// live feed is never rewound to the slice's older one. checkOrders read, in
-// this transaction and under the projection write lock of the orders' keys,
-// the current row of every page order id (w.orderRows), and verified every
-// version of the window against its source event, so the slice's source
-// events are the window's rows:
-//
-//   - an order without a current row gets one by COPY (during a catch-up
-//     from genesis, nearly all of them);
-//   - an order whose row holds an older version is updated from its
-//     order_events row, by primary key, with the same forward-only guard;
-//   - an order whose row holds this version or a newer one is left alone.
-//
-// encodeOrders sorted the slice's orders into those cases. If another writer
-// created a row meanwhile anyway, the COPY fails on the primary key and the
-// slice rolls back: nothing is overwritten.
+// slice holds, only ever forward: a newer version the live feed wrote is never
+// rewound. checkOrders read every page order's current row under the key
+// locks (w.orderRows) and encodeOrders sorted them: no row, a COPY; an older
+// version, an upsert from its order_events row with the forward-only guard;
+// this version or newer, nothing. A row another writer created meanwhile
+// fails the COPY on the primary key and rolls the slice back: nothing is
+// overwritten.
 func (w *pageTx) writeOrders(ctx context.Context, ws *writeStreams) error {
 	if _, err := ws.orders.send(ctx, w.tx, copyOrdersSQL); err != nil {
 		return w.copyErr("store: insert orders", err)
