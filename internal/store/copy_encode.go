@@ -26,20 +26,6 @@ import (
 // the rows checkTrades and checkOrders found missing, the current order
 // rows, and the derived positions of page_positions.
 
-// The COPY statements of the page path, with their columns in the order
-// copyBuf writes them (encodeOrderEvents, encodeOrders,
-// encodeMissingTrades, copyPagePositions).
-const (
-	copyOrderEventsSQL = `COPY order_events (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining,
-    status, ts) FROM STDIN (FORMAT binary)`
-	copyOrdersSQL = `COPY orders (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining,
-    status, ts) FROM STDIN (FORMAT binary)`
-	copyTradesSQL = `COPY trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
-    buy_account, sell_account, ts, booking_status, written_by) FROM STDIN (FORMAT binary)`
-	copyPagePositionsSQL = `COPY page_positions (account, instrument, quantity, avg_cost, opening_quantity, opening_avg_cost,
-    opening_proven, opening_seq, basis_quantity, basis_avg_cost, changed, deferred) FROM STDIN (FORMAT binary)`
-)
-
 // writeStreams are a slice's COPY streams of what checkTrades and
 // checkOrders found missing (trades, order versions, current order rows) and
 // the orders whose current row is to move forward. encodeWrites builds them

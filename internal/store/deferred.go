@@ -93,18 +93,7 @@ func (w *pageTx) deferredLeft(ctx context.Context) error {
 // basis). Without it, stale statistics during a bulk catch-up made the
 // planner scan every trade of the scope per page, turning catch-up quadratic.
 func (w *pageTx) readLegs(ctx context.Context, accounts, instruments []string) (map[key][]position.NumFill, error) {
-	rows, err := w.tx.Query(ctx, `
-SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
-  FROM unnest($2::text[], $3::text[]) AS k(account, instrument)
-  LEFT JOIN projection_catchup_basis b ON b.scope = $1 AND b.account = k.account AND b.instrument = k.instrument
-  CROSS JOIN LATERAL (
-      SELECT seq, trade_seq, 0 AS leg, quantity, price FROM trades
-       WHERE scope = $1 AND buy_account = k.account AND instrument = k.instrument
-         AND seq > coalesce(b.basis_seq, 0) AND booking_status = 'BOOKED'
-      UNION ALL
-      SELECT seq, trade_seq, 1 AS leg, -quantity, price FROM trades
-       WHERE scope = $1 AND sell_account = k.account AND instrument = k.instrument
-         AND seq > coalesce(b.basis_seq, 0) AND booking_status = 'BOOKED') t`, w.scope, accounts, instruments)
+	rows, err := w.tx.Query(ctx, retainedLegsSQL, w.scope, accounts, instruments)
 	if err != nil {
 		return nil, dbErr("store: read retained trades", err)
 	}

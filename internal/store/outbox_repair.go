@@ -71,11 +71,7 @@ func (s *Store) AfterCommit(scope string) {
 func NotifyRepairTx(ctx context.Context, tx pgx.Tx, n RepairNotice) (bool, error) {
 	var q, avg *string
 	var cursor int64
-	err := tx.QueryRow(ctx, `
-SELECT p.quantity::text, p.avg_cost::text, coalesce(c.verified_through_seq, 0)
-  FROM (SELECT 1) one
-  LEFT JOIN positions p ON p.scope = $1 AND p.account = $2 AND p.instrument = $3
-  LEFT JOIN projection_catchup_cursor c ON c.scope = $1`, n.Scope, n.Account, n.Instrument).Scan(&q, &avg, &cursor)
+	err := tx.QueryRow(ctx, repairedPositionSQL, n.Scope, n.Account, n.Instrument).Scan(&q, &avg, &cursor)
 	if err != nil {
 		return false, dbErr(fmt.Sprintf("store: read repaired position %s/%s", n.Account, n.Instrument), err)
 	}

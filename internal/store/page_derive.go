@@ -39,14 +39,7 @@ import (
 // compared: it is what the re-derivation repairs.
 // docs/design/page-transaction.md, "The balance rule".
 func (w *pageTx) derive(ctx context.Context) error {
-	rows, err := w.tx.Query(ctx, `
-SELECT k.account, k.instrument, p.scope IS NOT NULL,
-       coalesce(p.quantity, 0), coalesce(p.avg_cost, 0), coalesce(p.opening_quantity, 0), coalesce(p.opening_avg_cost, 0),
-       coalesce(p.opening_proven, true), p.opening_seq, b.basis_seq, coalesce(b.quantity, 0), coalesce(b.avg_cost, 0),
-       b.derived_quantity, b.derived_avg_cost
-  FROM page_keys k
-  LEFT JOIN positions p ON p.scope = $1 AND p.account = k.account AND p.instrument = k.instrument
-  LEFT JOIN projection_catchup_basis b ON b.scope = $1 AND b.account = k.account AND b.instrument = k.instrument`, w.scope)
+	rows, err := w.tx.Query(ctx, touchedKeysSQL, w.scope)
 	if err != nil {
 		return dbErr("store: read touched keys", err)
 	}
@@ -210,13 +203,7 @@ func (w *pageTx) proveStart(r *posRow, open *wire.Opening, retained []position.N
 func (w *pageTx) checkPhantomBalances(ctx context.Context) error {
 	var acct, instr string
 	var qty decimal.Decimal
-	err := w.tx.QueryRow(ctx, `
-SELECT p.account, p.instrument, p.quantity FROM positions p
- WHERE p.scope = $1 AND (p.quantity <> 0 OR p.avg_cost <> 0) AND (p.opening_seq IS NULL OR p.opening_seq <= $2)
-   AND NOT EXISTS (SELECT 1 FROM projection_catchup_basis b WHERE b.scope = $1 AND b.account = p.account AND b.instrument = p.instrument)
-   AND NOT EXISTS (SELECT 1 FROM trades t WHERE t.scope = $1 AND t.buy_account = p.account AND t.instrument = p.instrument)
-   AND NOT EXISTS (SELECT 1 FROM trades t WHERE t.scope = $1 AND t.sell_account = p.account AND t.instrument = p.instrument)
- LIMIT 1`, w.scope, w.p.through).Scan(&acct, &instr, &qty)
+	err := w.tx.QueryRow(ctx, phantomBalancesSQL, w.scope, w.p.through).Scan(&acct, &instr, &qty)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}

@@ -40,10 +40,7 @@ import (
 func (w *pageTx) checkOrders(ctx context.Context) error {
 	retained := map[orderKey]bool{}
 	w.orderRows = map[string]int64{} // grows with what the reads find: nothing in a bootstrap
-	rows, err := w.tx.Query(ctx, `
-SELECT 'order_events', `+orderCols+` FROM order_events WHERE scope = $1 AND seq > $2 AND seq <= $3
-UNION ALL
-SELECT 'orders', `+orderCols+` FROM orders WHERE scope = $1 AND seq > $2 AND seq <= $3`, w.scope, w.p.after, w.p.through)
+	rows, err := w.tx.Query(ctx, windowOrdersSQL, w.scope, w.p.after, w.p.through)
 	if err != nil {
 		return dbErr("store: retained window orders", err)
 	}
@@ -76,27 +73,6 @@ SELECT 'orders', `+orderCols+` FROM orders WHERE scope = $1 AND seq > $2 AND seq
 	}
 	return nil
 }
-
-// probeOrdersSQL reads, for each page order id, its retained versions in
-// [lo, hi] and, when cur, its current orders row; probeCurrentOrdersSQL only
-// the current rows (an unprobed slice, page_unprobed.go). LATERAL: one
-// primary-key probe each, never a scan of the scope, whatever the
-// statistics say (OFFSET 0 or LIMIT keeps the planner from flattening it).
-// The current row is probed with LIMIT 1 (see pkProbe).
-const (
-	probeOrdersSQL = `
-SELECT 'order_events', e.* FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS i(id, lo, hi)
-  CROSS JOIN LATERAL (SELECT ` + orderCols + ` FROM order_events WHERE scope = $1 AND order_id = i.id AND version BETWEEN i.lo AND i.hi OFFSET 0) e
-UNION ALL
-SELECT 'orders', o.* FROM unnest($2::text[], $5::bool[]) AS i(id, cur)
-  CROSS JOIN LATERAL (SELECT ` + orderCols + ` FROM orders WHERE i.cur AND scope = $1 AND order_id = i.id ` + pkProbe + `) o`
-	probeCurrentOrdersSQL = `
-SELECT 'orders', o.* FROM unnest($2::text[]) AS i(id)
-  CROSS JOIN LATERAL (SELECT ` + orderCols + ` FROM orders WHERE scope = $1 AND order_id = i.id ` + pkProbe + `) o`
-)
-
-// orderCols are the order columns compareOrders scans after the table name.
-const orderCols = `order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts`
 
 // probeOrders runs the probes orderProbes listed (nil rows: nothing to
 // probe). Without a version to probe, or when the slice may skip them

@@ -35,30 +35,6 @@ import (
 // keys are unique, so a page row the window shows has no other retained row
 // a probe could find; reading in index order keeps re-verification linear.
 
-// windowTradesSQL reads every retained trade positioned in the window, in
-// authoritative order, for checkTrades to compare in Go. A plain range scan
-// of trades_scope_seq: nothing for the planner to turn into a join.
-const windowTradesSQL = `
-SELECT trade_id, seq, trade_seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, booking_status
-  FROM trades WHERE scope = $1 AND seq > $2 AND seq <= $3
- ORDER BY seq, trade_seq`
-
-// probeTradesSQL reads the retained rows of the page trades the window did
-// not show, one primary-key probe each (LATERAL: never a scan of the scope,
-// whatever the statistics say; LIMIT 1, see pkProbe).
-const probeTradesSQL = `
-SELECT t.trade_id, t.seq, t.trade_seq, t.instrument, t.price, t.quantity, t.buy_order_id, t.sell_order_id, t.buy_account,
-       t.sell_account, t.ts, t.booking_status
-  FROM unnest($2::text[]) AS i(id)
-  CROSS JOIN LATERAL (SELECT * FROM trades t WHERE t.scope = $1 AND t.trade_id = i.id ` + pkProbe + `) t`
-
-// pkProbe: every LATERAL probe of a whole primary key (trades by trade_id,
-// orders by order_id, order_events by order_id and version) ends in LIMIT 1.
-// The key is unique, so the limit changes no result; it makes the planner
-// probe with a plain index scan even when statistics lag a bulk catch-up
-// (docs/design/page-transaction.md, "Planner and driver guards").
-const pkProbe = "LIMIT 1"
-
 // retainedTrade is one retained trade row as checkTrades compares it.
 type retainedTrade struct {
 	id, instrument, buyOrder, sellOrder, buyAccount, sellAccount, status string

@@ -263,6 +263,11 @@ CREATE TEMP TABLE IF NOT EXISTS page_positions (account text, instrument text, q
 SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL jit = off;`
 
+// copyPagePositionsSQL streams a slice's derived positions into
+// page_positions, its columns in the order copyPagePositions writes them.
+const copyPagePositionsSQL = `COPY page_positions (account, instrument, quantity, avg_cost, opening_quantity, opening_avg_cost,
+    opening_proven, opening_seq, basis_quantity, basis_avg_cost, changed, deferred) FROM STDIN (FORMAT binary)`
+
 // loadKeys fills the slice's session-private temporary tables (tempTables,
 // page_keys) before any lock: nothing another transaction sees.
 func (w *pageTx) loadKeys(ctx context.Context) error {
@@ -288,10 +293,7 @@ func (w *pageTx) loadKeys(ctx context.Context) error {
 // so no cursor may claim completeness over them (UNKNOWN_LEGACY_HISTORY).
 func (w *pageTx) checkLegacy(ctx context.Context) error {
 	var t, e, o bool
-	err := w.tx.QueryRow(ctx, `
-SELECT EXISTS (SELECT 1 FROM trades WHERE scope = $1 AND seq IS NULL),
-       EXISTS (SELECT 1 FROM order_events WHERE scope = $1 AND seq IS NULL),
-       EXISTS (SELECT 1 FROM orders WHERE scope = $1 AND seq IS NULL)`, w.scope).Scan(&t, &e, &o)
+	err := w.tx.QueryRow(ctx, legacyRowsSQL, w.scope).Scan(&t, &e, &o)
 	if err != nil {
 		return dbErr("store: legacy check", err)
 	}

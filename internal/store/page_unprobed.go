@@ -122,8 +122,6 @@ func currentOrderProbes(ids []string, lo, hi []int64, cur, born []bool) (curIDs 
 
 // ordersBeyondSQL: does an orders row of the scope lie beyond a seq? One
 // backward probe of orders (scope, seq).
-const ordersBeyondSQL = `SELECT EXISTS (SELECT 1 FROM orders WHERE scope = $1 AND seq > $2)`
-
 // withoutBornHere drops from ids the orders born in the slice (bornHere[i]:
 // the slice holds version 1 of ids[i]; born of them) when no orders row of
 // the scope lies beyond the slice's window (see above), and marks the slice

@@ -50,17 +50,7 @@ func (w *pageTx) write(ctx context.Context, ws *writeStreams) error {
 	if err := w.copyPagePositions(ctx); err != nil {
 		return dbErr("store: copy positions", err)
 	}
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO positions AS p (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
-SELECT $1, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, clock_timestamp()
-  FROM page_positions
-ON CONFLICT (scope, account, instrument) DO UPDATE SET
-    opening_quantity = EXCLUDED.opening_quantity, opening_avg_cost = EXCLUDED.opening_avg_cost,
-    opening_proven = EXCLUDED.opening_proven, opening_seq = EXCLUDED.opening_seq,
-    quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost, updated_at = EXCLUDED.updated_at
-WHERE (p.quantity, p.avg_cost, p.opening_quantity, p.opening_avg_cost, p.opening_proven, p.opening_seq)
-      IS DISTINCT FROM (EXCLUDED.quantity, EXCLUDED.avg_cost, EXCLUDED.opening_quantity, EXCLUDED.opening_avg_cost,
-                        EXCLUDED.opening_proven, EXCLUDED.opening_seq)`, w.scope); err != nil {
+	if _, err := w.tx.Exec(ctx, positionsUpsertPageSQL, w.scope); err != nil {
 		return dbErr("store: upsert positions", err)
 	}
 	if err := basisUpsertPage(ctx, w.tx, w.scope, w.p.through); err != nil {
@@ -89,16 +79,7 @@ func (w *pageTx) writeOrders(ctx context.Context, ws *writeStreams) error {
 	if len(ws.ids) == 0 {
 		return nil
 	}
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO orders AS o (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
-SELECT e.scope, e.order_id, e.version, e.seq, e.account, e.instrument, e.side, e.price, e.quantity, e.remaining, e.status, e.ts
-  FROM unnest($2::text[], $3::bigint[]) AS u(id, version)
- CROSS JOIN LATERAL (SELECT * FROM order_events e WHERE e.scope = $1 AND e.order_id = u.id AND e.version = u.version `+pkProbe+`) e
-ON CONFLICT (scope, order_id) DO UPDATE SET
-    version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account, instrument = EXCLUDED.instrument,
-    side = EXCLUDED.side, price = EXCLUDED.price, quantity = EXCLUDED.quantity, remaining = EXCLUDED.remaining,
-    status = EXCLUDED.status, ts = EXCLUDED.ts
-WHERE o.version < EXCLUDED.version`, w.scope, ws.ids, ws.versions); err != nil {
+	if _, err := w.tx.Exec(ctx, ordersForwardSQL, w.scope, ws.ids, ws.versions); err != nil {
 		return dbErr("store: update orders", err)
 	}
 	return nil
