@@ -34,21 +34,17 @@ import (
 // the projection write lock, so no writer moves them until COMMIT.
 func positionFields(ctx context.Context, tx pgx.Tx, scope, acct, instr string) (recon.Fields, error) {
 	f := recon.Fields{}
-	var q, a, oq, oa decimal.Decimal
-	var proven bool
-	var oseq *int64
-	err := tx.QueryRow(ctx, `SELECT quantity, avg_cost, opening_quantity, opening_avg_cost, opening_proven, opening_seq
-  FROM positions WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr).Scan(&q, &a, &oq, &oa, &proven, &oseq)
+	p, err := store.PositionGet(ctx, tx, scope, acct, instr)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		f["row"] = "absent"
 	case err != nil:
 		return nil, fmt.Errorf("reconstore: read position %s/%s: %w", acct, instr, err)
+	case p == nil:
+		f["row"] = "absent"
 	default:
 		f["account"], f["instrument"] = acct, instr
-		f["quantity"], f["avg_cost"] = q.String(), a.String()
-		f["opening_quantity"], f["opening_avg_cost"] = oq.String(), oa.String()
-		f["opening_proven"], f["opening_seq"] = fmt.Sprint(proven), fieldSeq(oseq)
+		f["quantity"], f["avg_cost"] = p.Quantity.String(), p.AvgCost.String()
+		f["opening_quantity"], f["opening_avg_cost"] = p.OpeningQuantity.String(), p.OpeningAvgCost.String()
+		f["opening_proven"], f["opening_seq"] = fmt.Sprint(p.OpeningProven), fieldSeq(p.OpeningSeq)
 	}
 	b, err := store.BasisGet(ctx, tx, scope, acct, instr)
 	switch {
@@ -164,7 +160,7 @@ func (h *Handlers) revertPosition(ctx context.Context, a recon.Action) error {
 // spelling; nil or row=absent: no row; no basis fields: no basis).
 func restorePosition(ctx context.Context, tx pgx.Tx, scope, acct, instr string, f recon.Fields) error {
 	if f == nil || f["row"] == "absent" {
-		if _, err := tx.Exec(ctx, `DELETE FROM positions WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr); err != nil {
+		if err := store.PositionDelete(ctx, tx, scope, acct, instr); err != nil {
 			return fmt.Errorf("reconstore: delete position %s/%s: %w", acct, instr, err)
 		}
 	} else if err := upsertPosition(ctx, tx, scope, f); err != nil {
@@ -202,13 +198,9 @@ func upsertPosition(ctx context.Context, tx pgx.Tx, scope string, f recon.Fields
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `
-INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
-VALUES ($1, $2, $3, $4::numeric, $5::numeric, $6::boolean, $7, $8::numeric, $9::numeric, clock_timestamp())
-ON CONFLICT (scope, account, instrument) DO UPDATE SET
-    opening_proven = EXCLUDED.opening_proven, opening_seq = EXCLUDED.opening_seq, updated_at = EXCLUDED.updated_at,
-    `+store.KeepScale("positions", "opening_quantity", "opening_avg_cost", "quantity", "avg_cost"),
-		scope, f["account"], f["instrument"], f["opening_quantity"], f["opening_avg_cost"], f["opening_proven"], oseq, f["quantity"], f["avg_cost"])
+	err = store.PositionUpsert(ctx, tx, scope, store.PositionValues{Account: f["account"], Instrument: f["instrument"],
+		OpeningQuantity: f["opening_quantity"], OpeningAvgCost: f["opening_avg_cost"], OpeningProven: f["opening_proven"],
+		OpeningSeq: oseq, Quantity: f["quantity"], AvgCost: f["avg_cost"]})
 	if err != nil {
 		return fmt.Errorf("reconstore: write position %s/%s: %w", f["account"], f["instrument"], err)
 	}
@@ -286,28 +278,10 @@ func openingOf(f recon.Fields) (position.State, error) {
 // retainedFills are the key's retained BOOKED trade legs in authoritative
 // order (the same selection as the page's derivation).
 func retainedFills(ctx context.Context, tx pgx.Tx, scope, acct, instr string) ([]position.Fill, error) {
-	rows, err := tx.Query(ctx, `
-SELECT seq, trade_seq, 0, quantity, price FROM trades
- WHERE scope = $1 AND buy_account = $2 AND instrument = $3 AND seq IS NOT NULL AND booking_status = 'BOOKED'
-UNION ALL
-SELECT seq, trade_seq, 1, -quantity, price FROM trades
- WHERE scope = $1 AND sell_account = $2 AND instrument = $3 AND seq IS NOT NULL AND booking_status = 'BOOKED'`, scope, acct, instr)
+	fills, err := store.TradeFillsOfKey(ctx, tx, scope, acct, instr)
 	if err != nil {
 		return nil, fmt.Errorf("reconstore: read trades of %s/%s: %w", acct, instr, err)
 	}
-	defer rows.Close()
-	var fills []position.Fill
-	for rows.Next() {
-		var f position.Fill
-		if err := rows.Scan(&f.Seq, &f.TradeSeq, &f.Leg, &f.Quantity, &f.Price); err != nil {
-			return nil, fmt.Errorf("reconstore: scan trade of %s/%s: %w", acct, instr, err)
-		}
-		fills = append(fills, f)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reconstore: read trades of %s/%s: %w", acct, instr, err)
-	}
-	position.Sort(fills)
 	return fills, nil
 }
 
@@ -356,14 +330,11 @@ func (h *Handlers) undropPosition(ctx context.Context, a recon.Action) error {
 		revert: true, reinstated: anywhere,
 		read: n.read(positionRow(scope, acct, instr)), done: atRow(a.Before), from: is(nil), want: "absent",
 		write: n.write(func(ctx context.Context, tx pgx.Tx) error {
-			ct, err := tx.Exec(ctx, `
-INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
-SELECT scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at
-  FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr)
+			restored, err := store.PositionRestoreFromQuarantine(ctx, tx, scope, acct, instr)
 			if err != nil {
 				return fmt.Errorf("reconstore: restore position %s/%s: %w", acct, instr, err)
 			}
-			if ct.RowsAffected() == 0 {
+			if !restored {
 				// No quarantined copy (dropped by another path): Before's values.
 				return restorePosition(ctx, tx, scope, acct, instr, a.Before)
 			}

@@ -30,28 +30,18 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// The SQL side's statements, all parameterised by the scope ($1). Every
-// table is read in primary-key order, so the same database always yields the
-// same snapshot (and so the same report and plan fingerprint).
+// The SQL side's statements, internal/store's (each in its table's file),
+// all parameterised by the scope ($1). Every table is read in primary-key
+// order, so the same database always yields the same snapshot (and so the
+// same report and plan fingerprint). The row counts are read in the same
+// snapshot as the rows (so exact): the slices are allocated once at their
+// final size, without append's slack and outgrown arrays.
 const (
-	tradesSQL = `SELECT trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
-       buy_account, sell_account, ts, booking_status, written_by
-  FROM trades WHERE scope = $1 ORDER BY trade_id`
-	ordersSQL = `SELECT order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts
-  FROM orders WHERE scope = $1 ORDER BY order_id`
-	orderEventsSQL = `SELECT order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts
-  FROM order_events WHERE scope = $1 ORDER BY order_id, version`
-	positionsSQL = `SELECT account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq,
-       quantity, avg_cost, updated_at
-  FROM positions WHERE scope = $1 ORDER BY account, instrument`
-	// The row counts of the large tables, read in the same snapshot as the
-	// rows (so exact): the slices are allocated once at their final size.
-	// Growing them by append instead keeps up to a quarter of slack and
-	// leaves every outgrown array as garbage, which at 1M events is most of
-	// the read's peak heap beyond the snapshot itself.
-	countsSQL = `SELECT (SELECT count(*) FROM trades WHERE scope = $1),
-       (SELECT count(*) FROM orders WHERE scope = $1),
-       (SELECT count(*) FROM order_events WHERE scope = $1)`
+	tradesSQL      = store.TradesSnapshotSQL
+	ordersSQL      = store.OrdersSnapshotSQL
+	orderEventsSQL = store.OrderEventsSnapshotSQL
+	positionsSQL   = store.PositionsSnapshotSQL
+	countsSQL      = store.HistoryCountsSQL
 )
 
 // readSQL reads the scope's SQL side and every scope's cursor summary in ONE

@@ -16,6 +16,14 @@ limitations under the License.
 
 package store
 
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+)
+
 // This file holds the statements of internal/store on positions, the
 // trade-processor's table of each key's position: a page reads its touched
 // keys with their bases (derive), writes their re-derived rows from
@@ -65,3 +73,76 @@ SELECT p.quantity::text, p.avg_cost::text, coalesce(c.verified_through_seq, 0)
   FROM (SELECT 1) one
   LEFT JOIN positions p ON p.scope = $1 AND p.account = $2 AND p.instrument = $3
   LEFT JOIN projection_catchup_cursor c ON c.scope = $1`
+
+// The statements a repair runs on one position (internal/reconstore's
+// handlers), in its transaction under the projection write lock and the
+// fenced lease (WithScopeWrite).
+
+// PositionRow is one positions row as a repair reads it.
+type PositionRow struct {
+	Quantity, AvgCost, OpeningQuantity, OpeningAvgCost decimal.Decimal
+	OpeningProven                                      bool
+	OpeningSeq                                         *int64
+}
+
+// PositionGet reads the key's row (nil: absent).
+func PositionGet(ctx context.Context, q Querier, scope, account, instrument string) (*PositionRow, error) {
+	var p PositionRow
+	err := q.QueryRow(ctx, `SELECT quantity, avg_cost, opening_quantity, opening_avg_cost, opening_proven, opening_seq
+  FROM positions WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, account, instrument).
+		Scan(&p.Quantity, &p.AvgCost, &p.OpeningQuantity, &p.OpeningAvgCost, &p.OpeningProven, &p.OpeningSeq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// PositionDelete deletes the key's row.
+func PositionDelete(ctx context.Context, q Querier, scope, account, instrument string) error {
+	_, err := q.Exec(ctx, `DELETE FROM positions WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, account, instrument)
+	return err
+}
+
+// PositionValues are a key's row as a repair carries it: numbers and the
+// proven flag as their text, cast by the statement.
+type PositionValues struct {
+	Account, Instrument                            string
+	OpeningQuantity, OpeningAvgCost, OpeningProven string
+	OpeningSeq                                     *int64
+	Quantity, AvgCost                              string
+}
+
+// PositionUpsert writes the key's row, updated_at stamped now. A numeric
+// value the row holds already keeps its stored scale (KeepScale), so a
+// revert is byte-exact for every value the repair did not change.
+func PositionUpsert(ctx context.Context, q Querier, scope string, v PositionValues) error {
+	_, err := q.Exec(ctx, `
+INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
+VALUES ($1, $2, $3, $4::numeric, $5::numeric, $6::boolean, $7, $8::numeric, $9::numeric, clock_timestamp())
+ON CONFLICT (scope, account, instrument) DO UPDATE SET
+    opening_proven = EXCLUDED.opening_proven, opening_seq = EXCLUDED.opening_seq, updated_at = EXCLUDED.updated_at,
+    `+KeepScale("positions", "opening_quantity", "opening_avg_cost", "quantity", "avg_cost"),
+		scope, v.Account, v.Instrument, v.OpeningQuantity, v.OpeningAvgCost, v.OpeningProven, v.OpeningSeq, v.Quantity, v.AvgCost)
+	return err
+}
+
+// PositionRestoreFromQuarantine inserts the key's row back exactly as
+// projection_position_quarantine holds it (numeric scale and updated_at
+// included); false when it holds none.
+func PositionRestoreFromQuarantine(ctx context.Context, q Querier, scope, account, instrument string) (bool, error) {
+	ct, err := q.Exec(ctx, `
+INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
+SELECT scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at
+  FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, account, instrument)
+	return ct.RowsAffected() > 0, err
+}
+
+// PositionsSnapshotSQL reads every position of scope $1 in key order: the
+// statement reconciliation's detection reads positions with, in its
+// read-only REPEATABLE READ transaction (internal/reconstore's provider).
+const PositionsSnapshotSQL = `SELECT account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq,
+       quantity, avg_cost, updated_at
+  FROM positions WHERE scope = $1 ORDER BY account, instrument`
