@@ -27,8 +27,8 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
-// pageTx is the data half of one page transaction (after lock, lease, run and
-// cursor checks). Everything is set-based, never one statement per row: keys
+// pageTx is one page slice's transaction (applyTx) and what its steps found
+// and wrote. Everything is set-based, never one statement per row: keys
 // and derived positions go into temporary tables and each write is one
 // statement over them; the retained trades and order rows are read by a range
 // scan of the window and probes for the rest (page_trades_check.go) and
