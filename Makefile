@@ -72,7 +72,7 @@ verify-requirements: ## Fail when a requirement id cited in code or tests is not
 	hack/verify-requirements.sh
 
 .PHONY: verify-docs
-verify-docs: ## Fail on a dead relative link in README.md, CONTRIBUTING.md or docs/, a requirement id or issue number on the landing pages, or a README test command .ci/run does not run.
+verify-docs: ## Fail on a dead relative link in README.md, CONTRIBUTING.md or docs/, a requirement id or issue number on the landing pages, a README test command .ci/run does not run, or a Go comment holding history or an essay (docs/design/comments.md).
 	hack/verify-docs.sh
 
 .PHONY: reference

@@ -24,7 +24,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -276,22 +275,9 @@ func (r *ProjectionReconciliationReconciler) touchRecovery(ctx context.Context, 
 }
 
 // storedPlan reads back the plan a dry run stored with its report
-// (projection_reconciliation_runs), exactly as it was shown.
+// (reconstore.Runs.StoredPlan), exactly as it was shown.
 func storedPlan(ctx context.Context, st *store.Store, scope, planID string) (*recon.Plan, error) {
-	var id string
-	err := st.Pool().QueryRow(ctx, `SELECT id FROM projection_reconciliation_runs
- WHERE scope = $1 AND plan_id = $2 AND state = 'reported' AND plan IS NOT NULL ORDER BY updated_at DESC LIMIT 1`, scope, planID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("plan %s of scope %q is not stored: run a dry run again", planID, scope)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the stored plan %s: %w", planID, err)
-	}
-	run, err := (&reconstore.Runs{Pool: st.Pool()}).Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return run.Plan, nil
+	return (&reconstore.Runs{Pool: st.Pool()}).StoredPlan(ctx, scope, planID)
 }
 
 // sarPermission is recon.Permission on the API server: the approver must be

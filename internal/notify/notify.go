@@ -37,6 +37,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
+
+	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
 // DefaultSubjectPrefix: notifications go to <prefix>.<scope>.
@@ -240,27 +242,16 @@ func (p *Publisher) sendBatch(ctx context.Context, conn *pgxpool.Conn) (int, err
 	// Read after the lock, in a new statement: under READ COMMITTED it sees
 	// the previous holder's sent_at marks (committed before it released the
 	// lock), so no row is sent twice by a healthy pair.
-	rows, err := conn.Query(ctx, `
-SELECT id, msg_id, scope, account, instrument, quantity::text, avg_cost::text, cursor_seq
-  FROM projection_catchup_outbox WHERE sent_at IS NULL ORDER BY id LIMIT $1`, p.batch)
+	unsent, err := store.OutboxUnsent(ctx, conn, p.batch)
 	if err != nil {
 		return 0, fmt.Errorf("read outbox: %w", err)
 	}
-	var ids []int64
-	var msgs []Notification
-	for rows.Next() {
-		var id int64
-		var m Notification
-		if err := rows.Scan(&id, &m.MsgID, &m.Scope, &m.Account, &m.Instrument, &m.Quantity, &m.AvgCost, &m.CursorSeq); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("scan outbox: %w", err)
-		}
-		ids = append(ids, id)
-		msgs = append(msgs, m)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("read outbox: %w", err)
+	ids := make([]int64, 0, len(unsent))
+	msgs := make([]Notification, 0, len(unsent))
+	for _, o := range unsent {
+		ids = append(ids, o.ID)
+		msgs = append(msgs, Notification{MsgID: o.MsgID, Scope: o.Scope, Account: o.Account, Instrument: o.Instrument,
+			Quantity: o.Quantity, AvgCost: o.AvgCost, CursorSeq: o.CursorSeq})
 	}
 	if len(ids) == 0 {
 		return 0, nil
@@ -283,7 +274,7 @@ SELECT id, msg_id, scope, account, instrument, quantity::text, avg_cost::text, c
 	if err := p.nc.FlushWithContext(fctx); err != nil {
 		return 0, fmt.Errorf("flush nats: %w", err)
 	}
-	if _, err := conn.Exec(ctx, `UPDATE projection_catchup_outbox SET sent_at = clock_timestamp() WHERE id = ANY($1)`, ids); err != nil {
+	if err := store.OutboxMarkSentIDs(ctx, conn, ids); err != nil {
 		return 0, fmt.Errorf("mark sent: %w", err)
 	}
 	return len(ids), nil

@@ -14,9 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package recon is the pure core of reconciliation (DESIGN.md "Reconciliation
-// (the second specification, mapped)"): detect → explain → plan, and a guarded
-// apply that only ever writes through handlers a deployment supplies.
+// Package recon is the pure core of reconciliation (docs/reconciliation.md):
+// detect → explain → plan, and a guarded apply that only ever writes through
+// handlers a deployment supplies.
 //
 // The member's consensus output is the ledger: authoritative, never written.
 // The SQL projection is the cache. Detect compares one Snapshot of both sides

@@ -105,23 +105,15 @@ func fail(code ResultCode, err error, format string, args ...any) *Error {
 	return &Error{Code: code, Detail: fmt.Sprintf(format, args...), Err: err}
 }
 
-// Handler performs one kind of action. Rules (the specification's):
-//   - go through the lifecycle when Action.LifecycleEvent is set;
-//   - return an error on failure, never swallow it (a swallowed error is
-//     reported as applied and only shows up later as stillDrifting);
-//   - be idempotent: re-applying an action whose After is in place is a
-//     no-op (a crash between the write and the journal is possible for a
-//     handler that does not commit the step's records itself);
-//   - write the step's records (StepRecordsFrom) in its transaction before
-//     COMMIT when it has one, and MarkWritten once committed;
-//   - Revert restores Before exactly;
-//   - compare the record with Before (Apply) or After (Revert) under the
-//     write lock and fail when it differs: the apply's re-check is not
-//     atomic with the write, so a record that moved in between must refuse,
-//     never be overwritten.
-//
-// Handlers write under the projection write lock and the scope's fenced
-// lease, like a page, and invalidate the basis of every key they touch.
+// Handler performs one kind of action, by the specification's rules: go
+// through the lifecycle when Action.LifecycleEvent is set; return every
+// error (a swallowed one is reported applied); be idempotent; write the
+// step's records in its transaction when it has one, MarkWritten once
+// committed; Revert restores Before exactly; compare the record with Before
+// (Apply) or After (Revert) under the write lock and fail when it differs,
+// never overwrite a record that moved. Handlers write under the projection
+// write lock and the scope's fenced lease, like a page, and invalidate the
+// basis of every key they touch (docs/design/repairs.md, "Handler rules").
 type Handler interface {
 	Apply(ctx context.Context, a Action) error
 	Revert(ctx context.Context, a Action) error

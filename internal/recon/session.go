@@ -20,21 +20,13 @@ import "context"
 
 // Session brackets the handler calls of one apply or one rollback (optional:
 // a Workflow without one calls its handlers with the caller's context).
-//
 // Begin runs once every guard has passed, immediately before the first
-// handler: a guard refusal therefore never reaches it (the specification's
-// guards all run before the first write, and taking a scope's write lease is
-// a write). An error from Begin refuses the run with lease_unavailable and
-// nothing is written. The context Begin returns is the one every handler and
-// every revert of the run receives (it carries, in the PostgreSQL
-// deployment, the scope's fenced lease); end runs exactly once after the last
-// handler or revert of the run, whatever its outcome (in the PostgreSQL
-// deployment: the lease is released).
-//
-// Without a session bracketing the whole run, a deployment could only take
-// its write lease per action, and a recovery page could then commit between
-// two actions of one plan, or between an action and the revert that undoes
-// it.
+// handler; its error refuses the run with lease_unavailable, nothing
+// written. Its context (in PostgreSQL: carrying the scope's fenced lease) is
+// the one every handler and revert of the run receives; end runs exactly
+// once after the last of them. Without one session per run, a recovery page
+// could commit between two actions of a plan, or between an action and its
+// revert (docs/design/repairs.md, "One session per run").
 type Session interface {
 	Begin(ctx context.Context, scope, correlationID string) (hctx context.Context, end func(), err error)
 }

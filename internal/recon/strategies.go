@@ -50,8 +50,9 @@ const (
 // ActionSpec declares a strategy: reversibility, risk, the lifecycle event
 // when the move is a transition, the rollback text, and what its handler
 // must do. Handlers write under the projection write lock and the scope's
-// fenced lease, exactly like a page (DESIGN.md), and every position move
-// invalidates the key's derivation basis (restored by Revert from Before).
+// fenced lease, exactly like a page (internal/store's WithScopeWrite), and
+// every position move invalidates the key's derivation basis (restored by
+// Revert from Before).
 type ActionSpec struct {
 	Kind           ActionKind
 	Reversible     bool

@@ -281,6 +281,3 @@ func tsArg(s string) (time.Time, error) {
 	}
 	return t, nil
 }
-
-// pgTime scans a timestamptz.
-type pgTime struct{ t time.Time }

@@ -21,12 +21,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
 // orderRef names the row an order action targets: orders by order_id (the
@@ -46,39 +45,28 @@ func orderRefOf(a recon.Action) (orderRef, error) {
 	return r, nil
 }
 
-func (r orderRef) where() (string, []any) {
-	if r.table == recon.TableOrders {
-		return ` WHERE scope = $1 AND order_id = $2`, []any{r.scope, r.id}
-	}
-	return ` WHERE scope = $1 AND order_id = $2 AND version = $3::bigint`, []any{r.scope, r.id, r.version}
+func (r orderRef) ref() store.OrderRef {
+	return store.OrderRef{Table: r.table, Scope: r.scope, OrderID: r.id, Version: r.version}
 }
 
 // orderFields reads the row in recon's orderRowFields spelling; nil: absent.
 func orderFields(ctx context.Context, tx pgx.Tx, r orderRef) (recon.Fields, error) {
-	where, args := r.where()
-	var ver int64
-	var seq *int64
-	var acct, instr, side, status string
-	var px, qty, rem decimal.Decimal
-	var ts time.Time
-	err := tx.QueryRow(ctx, `SELECT version, seq, account, instrument, side, price, quantity, remaining, status, ts FROM `+
-		pgx.Identifier{r.table}.Sanitize()+where, args...).Scan(&ver, &seq, &acct, &instr, &side, &px, &qty, &rem, &status, &ts)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
+	o, err := store.OrderGet(ctx, tx, r.ref())
 	if err != nil {
 		return nil, fmt.Errorf("reconstore: read %s %s: %w", r.table, r.id, err)
 	}
-	return recon.Fields{"order_id": r.id, "version": fmt.Sprint(ver), "seq": fieldSeq(seq), "account": acct, "instrument": instr,
-		"side": side, "price": px.String(), "quantity": qty.String(), "remaining": rem.String(), "status": status, "ts": fieldTS(ts)}, nil
+	if o == nil {
+		return nil, nil
+	}
+	return recon.Fields{"order_id": r.id, "version": fmt.Sprint(o.Version), "seq": fieldSeq(o.Seq), "account": o.Account, "instrument": o.Instrument,
+		"side": o.Side, "price": o.Price.String(), "quantity": o.Quantity.String(), "remaining": o.Remaining.String(), "status": o.Status, "ts": fieldTS(o.TS)}, nil
 }
 
 // writeOrder makes the row f (nil: deleted). For orders the row is keyed by
 // order_id alone, so f may carry another version (a rewound current row).
 func writeOrder(ctx context.Context, tx pgx.Tx, r orderRef, f recon.Fields) error {
 	if f == nil {
-		where, args := r.where()
-		if _, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{r.table}.Sanitize()+where, args...); err != nil {
+		if err := store.OrderDelete(ctx, tx, r.ref()); err != nil {
 			return fmt.Errorf("reconstore: delete %s %s: %w", r.table, r.id, err)
 		}
 		return nil
@@ -90,18 +78,8 @@ func writeOrder(ctx context.Context, tx pgx.Tx, r orderRef, f recon.Fields) erro
 	if err != nil {
 		return err
 	}
-	conflict := `(scope, order_id)`
-	if r.table == recon.TableOrderEvents {
-		conflict = `(scope, order_id, version)`
-	}
-	// An upsert, not DELETE + INSERT: the recovery role has no DELETE on the
-	// trade-processor's tables.
-	_, err = tx.Exec(ctx, `INSERT INTO `+pgx.Identifier{r.table}.Sanitize()+` (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
-VALUES ($1, $2, $3::bigint, $4, $5, $6, $7, $8::numeric, $9::numeric, $10::numeric, $11, $12)
-ON CONFLICT `+conflict+` DO UPDATE SET version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account,
-    instrument = EXCLUDED.instrument, side = EXCLUDED.side, status = EXCLUDED.status, ts = EXCLUDED.ts,
-    `+keepScale(r.table, "price", "quantity", "remaining"),
-		r.scope, r.id, f["version"], seq, f["account"], f["instrument"], f["side"], f["price"], f["quantity"], f["remaining"], f["status"], ts)
+	err = store.OrderUpsert(ctx, tx, r.ref(), store.OrderValues{Version: f["version"], Seq: seq, Account: f["account"], Instrument: f["instrument"],
+		Side: f["side"], Price: f["price"], Quantity: f["quantity"], Remaining: f["remaining"], Status: f["status"], TS: ts})
 	if err != nil {
 		return fmt.Errorf("reconstore: write %s %s: %w", r.table, r.id, err)
 	}

@@ -20,13 +20,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/position"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
 // positionFields reads the key's positions row and basis row in the Fields
@@ -34,35 +34,28 @@ import (
 // the projection write lock, so no writer moves them until COMMIT.
 func positionFields(ctx context.Context, tx pgx.Tx, scope, acct, instr string) (recon.Fields, error) {
 	f := recon.Fields{}
-	var q, a, oq, oa decimal.Decimal
-	var proven bool
-	var oseq *int64
-	err := tx.QueryRow(ctx, `SELECT quantity, avg_cost, opening_quantity, opening_avg_cost, opening_proven, opening_seq
-  FROM positions WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr).Scan(&q, &a, &oq, &oa, &proven, &oseq)
+	p, err := store.PositionGet(ctx, tx, scope, acct, instr)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		f["row"] = "absent"
 	case err != nil:
 		return nil, fmt.Errorf("reconstore: read position %s/%s: %w", acct, instr, err)
+	case p == nil:
+		f["row"] = "absent"
 	default:
 		f["account"], f["instrument"] = acct, instr
-		f["quantity"], f["avg_cost"] = q.String(), a.String()
-		f["opening_quantity"], f["opening_avg_cost"] = oq.String(), oa.String()
-		f["opening_proven"], f["opening_seq"] = fmt.Sprint(proven), fieldSeq(oseq)
+		f["quantity"], f["avg_cost"] = p.Quantity.String(), p.AvgCost.String()
+		f["opening_quantity"], f["opening_avg_cost"] = p.OpeningQuantity.String(), p.OpeningAvgCost.String()
+		f["opening_proven"], f["opening_seq"] = fmt.Sprint(p.OpeningProven), fieldSeq(p.OpeningSeq)
 	}
-	var bseq int64
-	var bq, ba decimal.Decimal
-	err = tx.QueryRow(ctx, `SELECT basis_seq, quantity, avg_cost FROM projection_catchup_basis WHERE scope = $1 AND account = $2 AND instrument = $3`,
-		scope, acct, instr).Scan(&bseq, &bq, &ba)
+	b, err := store.BasisGet(ctx, tx, scope, acct, instr)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("reconstore: read basis %s/%s: %w", acct, instr, err)
+	case b == nil:
 		if f["row"] == "absent" {
 			return nil, nil
 		}
-	case err != nil:
-		return nil, fmt.Errorf("reconstore: read basis %s/%s: %w", acct, instr, err)
 	default:
-		f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"] = fmt.Sprint(bseq), bq.String(), ba.String()
+		f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"] = fmt.Sprint(b.BasisSeq), b.Quantity.String(), b.AvgCost.String()
 	}
 	return f, nil
 }
@@ -167,7 +160,7 @@ func (h *Handlers) revertPosition(ctx context.Context, a recon.Action) error {
 // spelling; nil or row=absent: no row; no basis fields: no basis).
 func restorePosition(ctx context.Context, tx pgx.Tx, scope, acct, instr string, f recon.Fields) error {
 	if f == nil || f["row"] == "absent" {
-		if _, err := tx.Exec(ctx, `DELETE FROM positions WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr); err != nil {
+		if err := store.PositionDelete(ctx, tx, scope, acct, instr); err != nil {
 			return fmt.Errorf("reconstore: delete position %s/%s: %w", acct, instr, err)
 		}
 	} else if err := upsertPosition(ctx, tx, scope, f); err != nil {
@@ -186,26 +179,18 @@ func restorePosition(ctx context.Context, tx pgx.Tx, scope, acct, instr string, 
 }
 
 func deleteBasis(ctx context.Context, tx pgx.Tx, scope, acct, instr string) error {
-	_, err := tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr)
-	return err
+	return store.BasisDelete(ctx, tx, scope, acct, instr)
 }
 
-// writeBasis upserts the key's basis row. A numeric value the row holds
-// already keeps its stored scale (keepScale), so a revert is byte-exact
-// for every value the repair did not change. The derived position and the
-// deferred mark (migration 00005) are left as they are, so a revert is
-// byte-exact there too: they are a hint, never a proof. A page defers a key
-// only where its row holds that position, and every deferred key is
-// re-derived from the basis before any slice makes the scope CURRENT
-// (store/deferred.go), so a hint the new basis no longer supports costs a
-// full fold, never a certificate.
+// writeBasis upserts the key's basis row (store.BasisUpsert: a value the
+// row holds already keeps its stored scale, so a revert is byte-exact for
+// every value the repair did not change). The derived position and the
+// deferred mark stay: a page defers a key only where its row holds that
+// position, and every deferred key is re-derived from the basis before any
+// slice makes the scope CURRENT, so a hint the new basis no longer
+// supports costs a full fold, never a certificate.
 func writeBasis(ctx context.Context, tx pgx.Tx, scope, acct, instr string, seq, qty, avg any) error {
-	_, err := tx.Exec(ctx, `
-INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)
-VALUES ($1, $2, $3, $4::bigint, $5::numeric, $6::numeric)
-ON CONFLICT (scope, account, instrument) DO UPDATE SET basis_seq = EXCLUDED.basis_seq, `+keepScale("projection_catchup_basis", "quantity", "avg_cost"),
-		scope, acct, instr, seq, qty, avg)
-	return err
+	return store.BasisUpsert(ctx, tx, scope, acct, instr, seq, qty, avg)
 }
 
 func upsertPosition(ctx context.Context, tx pgx.Tx, scope string, f recon.Fields) error {
@@ -213,13 +198,9 @@ func upsertPosition(ctx context.Context, tx pgx.Tx, scope string, f recon.Fields
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `
-INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
-VALUES ($1, $2, $3, $4::numeric, $5::numeric, $6::boolean, $7, $8::numeric, $9::numeric, clock_timestamp())
-ON CONFLICT (scope, account, instrument) DO UPDATE SET
-    opening_proven = EXCLUDED.opening_proven, opening_seq = EXCLUDED.opening_seq, updated_at = EXCLUDED.updated_at,
-    `+keepScale("positions", "opening_quantity", "opening_avg_cost", "quantity", "avg_cost"),
-		scope, f["account"], f["instrument"], f["opening_quantity"], f["opening_avg_cost"], f["opening_proven"], oseq, f["quantity"], f["avg_cost"])
+	err = store.PositionUpsert(ctx, tx, scope, store.PositionValues{Account: f["account"], Instrument: f["instrument"],
+		OpeningQuantity: f["opening_quantity"], OpeningAvgCost: f["opening_avg_cost"], OpeningProven: f["opening_proven"],
+		OpeningSeq: oseq, Quantity: f["quantity"], AvgCost: f["avg_cost"]})
 	if err != nil {
 		return fmt.Errorf("reconstore: write position %s/%s: %w", f["account"], f["instrument"], err)
 	}
@@ -227,30 +208,14 @@ ON CONFLICT (scope, account, instrument) DO UPDATE SET
 }
 
 // rebaseKey keeps the key's derivation basis consistent with the repaired
-// row (internal/store page_derive.go, proveStart). The next page touching the
-// key starts from its basis when there is one and checks
-//
-//	stored quantity == basis quantity + Σ retained BOOKED trades after basis_seq
-//
-// and, without a basis, starts from zero unless the page itself carries the
-// key's opening event (a stored non-zero opening without either refuses).
-// So after a repair the basis must be the authoritative fold THROUGH THE
-// CURSOR'S verified_through_seq V from the repaired opening:
-//
-//   - V == 0 (no verified page yet): no basis; the next page is a genesis
-//     bootstrap, which re-derives every key from its opening anyway;
-//   - the opening's seq > V (not verified yet): no basis, because the page
-//     that carries the opening event then proves the stored opening (a basis
-//     would make that page refuse OPENING_CONFLICT);
-//   - otherwise: basis_seq = V and the fold, from the opening, of the key's
-//     retained BOOKED trades with seq <= V in (seq, trade_seq, leg) order.
-//
-// The fold of ALL retained trades must also reproduce After exactly, else
-// the SQL trades are not the inputs the plan derived from (a trade drift the
-// planner should have blocked, or a trade written since): refused, nothing
-// written. Without this rule a repaired key would either be refused by the
-// next page (UNEXPLAINED_BALANCE against a stale basis) or, worse, be folded
-// from a basis that contradicts the repaired row.
+// row, so the next page's balance rule (store's proveStart) holds: the basis
+// becomes the fold, from the repaired opening, of the key's retained BOOKED
+// trades through the cursor's verified-through V; none when V is 0 or the
+// opening lies after V (the page carrying it proves it). The fold of ALL
+// retained trades must reproduce After exactly, else the trades are not what
+// the plan derived from: refused, nothing written. Without it the next page
+// would refuse the key against a stale basis, or fold it from one that
+// contradicts the row (docs/design/repairs.md, "Rebasing a repaired key").
 func rebaseKey(ctx context.Context, tx pgx.Tx, scope, acct, instr string, after recon.Fields) error {
 	open, err := openingOf(after)
 	if err != nil {
@@ -260,9 +225,8 @@ func rebaseKey(ctx context.Context, tx pgx.Tx, scope, acct, instr string, after 
 	if err != nil {
 		return err
 	}
-	var v int64
-	err = tx.QueryRow(ctx, `SELECT verified_through_seq FROM projection_catchup_cursor WHERE scope = $1`, scope).Scan(&v)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	v, err := store.CursorVerifiedThrough(ctx, tx, scope)
+	if err != nil {
 		return fmt.Errorf("reconstore: read cursor of %q: %w", scope, err)
 	}
 	fills, err := retainedFills(ctx, tx, scope, acct, instr)
@@ -314,28 +278,10 @@ func openingOf(f recon.Fields) (position.State, error) {
 // retainedFills are the key's retained BOOKED trade legs in authoritative
 // order (the same selection as the page's derivation).
 func retainedFills(ctx context.Context, tx pgx.Tx, scope, acct, instr string) ([]position.Fill, error) {
-	rows, err := tx.Query(ctx, `
-SELECT seq, trade_seq, 0, quantity, price FROM trades
- WHERE scope = $1 AND buy_account = $2 AND instrument = $3 AND seq IS NOT NULL AND booking_status = 'BOOKED'
-UNION ALL
-SELECT seq, trade_seq, 1, -quantity, price FROM trades
- WHERE scope = $1 AND sell_account = $2 AND instrument = $3 AND seq IS NOT NULL AND booking_status = 'BOOKED'`, scope, acct, instr)
+	fills, err := store.TradeFillsOfKey(ctx, tx, scope, acct, instr)
 	if err != nil {
 		return nil, fmt.Errorf("reconstore: read trades of %s/%s: %w", acct, instr, err)
 	}
-	defer rows.Close()
-	var fills []position.Fill
-	for rows.Next() {
-		var f position.Fill
-		if err := rows.Scan(&f.Seq, &f.TradeSeq, &f.Leg, &f.Quantity, &f.Price); err != nil {
-			return nil, fmt.Errorf("reconstore: scan trade of %s/%s: %w", acct, instr, err)
-		}
-		fills = append(fills, f)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reconstore: read trades of %s/%s: %w", acct, instr, err)
-	}
-	position.Sort(fills)
 	return fills, nil
 }
 
@@ -384,21 +330,15 @@ func (h *Handlers) undropPosition(ctx context.Context, a recon.Action) error {
 		revert: true, reinstated: anywhere,
 		read: n.read(positionRow(scope, acct, instr)), done: atRow(a.Before), from: is(nil), want: "absent",
 		write: n.write(func(ctx context.Context, tx pgx.Tx) error {
-			ct, err := tx.Exec(ctx, `
-INSERT INTO positions (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
-SELECT scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at
-  FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr)
+			restored, err := store.PositionRestoreFromQuarantine(ctx, tx, scope, acct, instr)
 			if err != nil {
 				return fmt.Errorf("reconstore: restore position %s/%s: %w", acct, instr, err)
 			}
-			if ct.RowsAffected() == 0 {
+			if !restored {
 				// No quarantined copy (dropped by another path): Before's values.
 				return restorePosition(ctx, tx, scope, acct, instr, a.Before)
 			}
-			if _, err := tx.Exec(ctx, `
-INSERT INTO projection_catchup_basis (scope, account, instrument, basis_seq, quantity, avg_cost)
-SELECT scope, account, instrument, basis_seq, basis_quantity, basis_avg_cost
-  FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3 AND basis_seq IS NOT NULL`, scope, acct, instr); err != nil {
+			if err := store.BasisRestoreFromPositionQuarantine(ctx, tx, scope, acct, instr); err != nil {
 				return fmt.Errorf("reconstore: restore basis %s/%s: %w", acct, instr, err)
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM projection_position_quarantine WHERE scope = $1 AND account = $2 AND instrument = $3`, scope, acct, instr); err != nil {
@@ -438,23 +378,4 @@ func quarantinedPosition(ctx context.Context, tx pgx.Tx, scope, acct, instr stri
 		f["basis_seq"], f["basis_quantity"], f["basis_avg_cost"] = fieldSeq(bseq), bq.Decimal.String(), ba.Decimal.String()
 	}
 	return f, nil
-}
-
-// keepScale is the SET list of an upsert that writes each numeric column
-// only when its VALUE changes: numeric keeps the scale it was written with
-// (100.000000000000 and 100 are equal and print differently), and Fields
-// carry canonical decimals, so rewriting an equal value would change the
-// row's bytes for nothing. With it, a column a repair does not change keeps
-// its exact bytes through apply and revert; one it changes is written with
-// the canonical decimal of After (apply) or Before (revert). Column names
-// are constants of this package, never input.
-func keepScale(table string, cols ...string) string {
-	var b strings.Builder
-	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%[2]s = CASE WHEN %[1]s.%[2]s = EXCLUDED.%[2]s THEN %[1]s.%[2]s ELSE EXCLUDED.%[2]s END", table, c)
-	}
-	return b.String()
 }

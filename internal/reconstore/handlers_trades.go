@@ -18,39 +18,34 @@ package reconstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// tradeCols are the columns of trades and of projection_trade_quarantine
-// (its mirror), in one order.
-const tradeCols = `scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, booking_status, written_by`
-
-// tradeFields reads one row of table (trades or the quarantine) in recon's
-// tradeRowFields spelling; nil when absent.
+// tradeFields reads one row of table (trades or its quarantine mirror) in
+// recon's tradeRowFields spelling; nil when absent.
 func tradeFields(ctx context.Context, tx pgx.Tx, table, scope, id string) (recon.Fields, error) {
-	var tseq int64
-	var seq *int64
-	var instr, buyO, sellO, buyA, sellA, status, by string
-	var px, qty decimal.Decimal
-	var ts pgTime
-	err := tx.QueryRow(ctx, `SELECT trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, booking_status, written_by
-  FROM `+pgx.Identifier{table}.Sanitize()+` WHERE scope = $1 AND trade_id = $2`, scope, id).
-		Scan(&tseq, &seq, &instr, &px, &qty, &buyO, &sellO, &buyA, &sellA, &ts.t, &status, &by)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+	var t *store.TradeRow
+	var err error
+	if table == tradeQuarantine {
+		t, err = store.ScanTradeRow(tx.QueryRow(ctx, `SELECT `+store.TradeRowColumns+`
+  FROM projection_trade_quarantine WHERE scope = $1 AND trade_id = $2`, scope, id))
+	} else {
+		t, err = store.TradeGet(ctx, tx, scope, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reconstore: read %s %s: %w", table, id, err)
 	}
-	return recon.Fields{"trade_id": id, "trade_seq": fmt.Sprint(tseq), "seq": fieldSeq(seq), "instrument": instr,
-		"price": px.String(), "quantity": qty.String(), "buy_order_id": buyO, "sell_order_id": sellO,
-		"buy_account": buyA, "sell_account": sellA, "ts": fieldTS(ts.t), "booking_status": status, "written_by": by}, nil
+	if t == nil {
+		return nil, nil
+	}
+	return recon.Fields{"trade_id": id, "trade_seq": fmt.Sprint(t.TradeSeq), "seq": fieldSeq(t.Seq), "instrument": t.Instrument,
+		"price": t.Price.String(), "quantity": t.Quantity.String(), "buy_order_id": t.BuyOrderID, "sell_order_id": t.SellOrderID,
+		"buy_account": t.BuyAccount, "sell_account": t.SellAccount, "ts": fieldTS(t.TS), "booking_status": t.BookingStatus, "written_by": t.WrittenBy}, nil
 }
 
 const tradeQuarantine = "projection_trade_quarantine"
@@ -91,8 +86,8 @@ func (h *Handlers) quarantineTrade(ctx context.Context, a recon.Action) error {
 			// then written again by another writer) is kept when it holds
 			// Before's values, and refuses otherwise: a human compares the two
 			// copies.
-			ct, err := tx.Exec(ctx, `INSERT INTO projection_trade_quarantine (`+tradeCols+`)
-SELECT `+tradeCols+` FROM trades WHERE scope = $1 AND trade_id = $2
+			ct, err := tx.Exec(ctx, `INSERT INTO projection_trade_quarantine (`+store.TradeColumns+`)
+SELECT `+store.TradeColumns+` FROM trades WHERE scope = $1 AND trade_id = $2
 ON CONFLICT (scope, trade_id) DO NOTHING`, scope, id)
 			if err != nil {
 				return fmt.Errorf("reconstore: quarantine trade %s: %w", id, err)
@@ -106,7 +101,7 @@ ON CONFLICT (scope, trade_id) DO NOTHING`, scope, id)
 					return fmt.Errorf("%w: %s: another copy of trade %s is quarantined already (%v); a human compares the two", ErrRecordMoved, a.ID, id, q)
 				}
 			}
-			if _, err := tx.Exec(ctx, `DELETE FROM trades WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
+			if err := store.TradeDelete(ctx, tx, scope, id); err != nil {
 				return fmt.Errorf("reconstore: remove quarantined trade %s: %w", id, err)
 			}
 			return nil
@@ -137,7 +132,7 @@ func (h *Handlers) unquarantineTrade(ctx context.Context, a recon.Action) error 
 		from: func(cur recon.Fields) bool { return cur == nil && quarantined.Equal(a.Before) },
 		want: "quarantined Before",
 		write: func(ctx context.Context, tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO trades (`+tradeCols+`) SELECT `+tradeCols+` FROM projection_trade_quarantine WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
+			if err := store.TradeRestoreFromQuarantine(ctx, tx, scope, id); err != nil {
 				return fmt.Errorf("reconstore: unquarantine trade %s: %w", id, err)
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM projection_trade_quarantine WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
@@ -162,10 +157,9 @@ func (h *Handlers) restoreTrade(ctx context.Context, a recon.Action) error {
 			if err != nil {
 				return err
 			}
-			_, err = tx.Exec(ctx, `INSERT INTO trades (`+tradeCols+`)
-VALUES ($1, $2, $3::bigint, $4, $5, $6::numeric, $7::numeric, $8, $9, $10, $11, $12, $13, $14)`,
-				scope, id, f["trade_seq"], seq, f["instrument"], f["price"], f["quantity"], f["buy_order_id"], f["sell_order_id"],
-				f["buy_account"], f["sell_account"], ts, f["booking_status"], f["written_by"])
+			err = store.TradeInsert(ctx, tx, scope, id, store.TradeValues{TradeSeq: f["trade_seq"], Seq: seq, Instrument: f["instrument"],
+				Price: f["price"], Quantity: f["quantity"], BuyOrderID: f["buy_order_id"], SellOrderID: f["sell_order_id"],
+				BuyAccount: f["buy_account"], SellAccount: f["sell_account"], TS: ts, BookingStatus: f["booking_status"], WrittenBy: f["written_by"]})
 			if err != nil {
 				return fmt.Errorf("reconstore: restore trade %s: %w", id, err)
 			}
@@ -190,7 +184,7 @@ func (h *Handlers) unrestoreTrade(ctx context.Context, a recon.Action) error {
 		revert: true, reinstated: []*int64{seq},
 		read: tradeRow(scope, id), done: is(a.Before), from: is(a.After), want: "After",
 		write: func(ctx context.Context, tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `DELETE FROM trades WHERE scope = $1 AND trade_id = $2`, scope, id); err != nil {
+			if err := store.TradeDelete(ctx, tx, scope, id); err != nil {
 				return fmt.Errorf("reconstore: delete restored trade %s: %w", id, err)
 			}
 			return nil

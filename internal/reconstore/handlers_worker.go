@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
@@ -31,29 +30,16 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// releaseLease ends the claim of a lease held past expiry (irreversible).
-// The dead holder's claim is released once the row's fence has moved past
-// Before's (FR-APR08: a write of the old fence can never commit), which
-// happens one of two ways:
-//
-//   - inside an apply, the workflow's session took the scope's lease before
-//     the first handler (reconstore.leaseSession): AcquireLease takes over
-//     only an expired lease and increments its fence, so that takeover IS
-//     the release. The handler finds the row held by this very session
-//     (owner and fence of h.Lease, unexpired) with a fence beyond Before's:
-//     the After is reached and nothing more is written. The session's own
-//     release at its end leaves the row to the worker, whose AcquireLease
-//     increments the fence again;
-//   - without a session (a rehearsal, which must not take the lease: see
-//     Runner.Rehearse), it takes the projection write lock and the lease
-//     row FOR UPDATE itself and clears the owner only while the row is still
-//     Before AND expired by the database clock: an unexpired lease's page
-//     may still be running. The fence and expiry stay, so the next owner's
-//     AcquireLease increments the fence; the row is never deleted (that
-//     would reset the fence).
-//
-// Anything else (another owner took the row, it was renewed) is
-// ErrRecordMoved and nothing is written.
+// releaseLease ends the claim of a lease held past expiry (irreversible):
+// the claim is released once the row's fence has moved past Before's
+// (FR-APR08: a write of the old fence can never commit). Inside an apply the
+// session's AcquireLease already took the expired lease over and moved the
+// fence, so the row held by this very session is the After. Without a
+// session (a rehearsal) it clears the owner under the write lock, only while
+// the row is still Before and expired by the database clock (an unexpired
+// lease's page may still run); fence and expiry stay and the row is never
+// deleted, which would reset the fence. Anything else is ErrRecordMoved.
+// docs/design/repairs.md, "Releasing a dead holder's lease".
 func (h *Handlers) releaseLease(ctx context.Context, a recon.Action) error {
 	scope := a.Target["scope"]
 	beforeFence, err := strconv.ParseInt(a.Before["fence"], 10, 64)
@@ -71,18 +57,14 @@ func (h *Handlers) releaseLease(ctx context.Context, a recon.Action) error {
 		if err := store.WriteLock(ctx, tx, scope); err != nil {
 			return err
 		}
-		var owner string
-		var fence int64
-		var exp, renewed time.Time
-		var expired bool
-		err := tx.QueryRow(ctx, `SELECT owner, fence, expires_at, renewed_at, expires_at <= clock_timestamp()
-  FROM projection_catchup_lease WHERE scope = $1 FOR UPDATE`, scope).Scan(&owner, &fence, &exp, &renewed, &expired)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return moved(a, "Before", nil)
-		}
+		row, expired, err := store.LeaseGetForUpdate(ctx, tx, scope)
 		if err != nil {
 			return fmt.Errorf("reconstore: read lease of %q: %w", scope, err)
 		}
+		if row == nil {
+			return moved(a, "Before", nil)
+		}
+		owner, fence, exp, renewed := row.Owner, row.Fence, row.ExpiresAt, row.RenewedAt
 		cur := recon.Fields{"owner": owner, "fence": strconv.FormatInt(fence, 10), "expires_at": fieldTS(exp), "renewed_at": fieldTS(renewed)}
 		switch {
 		case cur.Equal(a.After):
@@ -94,8 +76,7 @@ func (h *Handlers) releaseLease(ctx context.Context, a recon.Action) error {
 		case !expired:
 			return fmt.Errorf("%w: %s: the lease is unexpired until %s", ErrRecordMoved, a.ID, fieldTS(exp))
 		}
-		_, err = tx.Exec(ctx, `UPDATE projection_catchup_lease SET owner = '' WHERE scope = $1 AND owner = $2 AND fence = $3`, scope, owner, fence)
-		if err != nil {
+		if err := store.LeaseClearOwner(ctx, tx, scope, owner, fence); err != nil {
 			return fmt.Errorf("reconstore: release lease of %q: %w", scope, err)
 		}
 		return nil
@@ -149,16 +130,16 @@ type outboxEntry struct {
 
 // outboxRow reads one outbox row of the scope; nil when absent.
 func outboxRow(ctx context.Context, tx pgx.Tx, scope, id string) (*outboxEntry, error) {
-	var o outboxEntry
-	err := tx.QueryRow(ctx, `SELECT id, msg_id, account, instrument, quantity::text, avg_cost::text, cursor_seq, created_at, sent_at
-  FROM projection_catchup_outbox WHERE scope = $1 AND id = $2::bigint FOR UPDATE`, scope, id).
-		Scan(&o.ID, &o.MsgID, &o.Account, &o.Instrument, &o.n.Quantity, &o.n.AvgCost, &o.CursorSeq, &o.CreatedAt, &o.SentAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
+	row, err := store.OutboxGetForUpdate(ctx, tx, scope, id)
 	if err != nil {
 		return nil, fmt.Errorf("reconstore: read outbox row %s: %w", id, err)
 	}
+	if row == nil {
+		return nil, nil
+	}
+	o := outboxEntry{OutboxRow: recon.OutboxRow{ID: row.ID, MsgID: row.MsgID, Account: row.Account, Instrument: row.Instrument,
+		CursorSeq: row.CursorSeq, CreatedAt: row.CreatedAt, SentAt: row.SentAt}}
+	o.n.Quantity, o.n.AvgCost = row.Quantity, row.AvgCost
 	if o.Quantity, err = decimal.NewFromString(o.n.Quantity); err != nil {
 		return nil, fmt.Errorf("reconstore: outbox row %s quantity: %w", id, err)
 	}
@@ -195,7 +176,7 @@ func (h *Handlers) republish(ctx context.Context, a recon.Action) error {
 				return fmt.Errorf("reconstore: publish %s: %w", o.MsgID, err)
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE projection_catchup_outbox SET sent_at = clock_timestamp() WHERE id = $1 AND sent_at IS NULL`, o.ID); err != nil {
+		if err := store.OutboxMarkSent(ctx, tx, o.ID); err != nil {
 			return fmt.Errorf("reconstore: stamp %s sent: %w", o.MsgID, err)
 		}
 		return nil
@@ -221,7 +202,6 @@ func (h *Handlers) collapse(ctx context.Context, a recon.Action) error {
 		if keep == nil {
 			return fmt.Errorf("%w: %s: the kept row %s is gone", ErrRecordMoved, a.ID, a.After["collapse_into_id"])
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM projection_catchup_outbox WHERE id = $1 AND sent_at IS NULL`, o.ID)
-		return err
+		return store.OutboxDeleteUnsent(ctx, tx, o.ID)
 	})
 }

@@ -125,6 +125,27 @@ func (s *Runs) Get(ctx context.Context, id string) (StoredRun, error) {
 	return r, nil
 }
 
+// StoredPlan reads back the plan a dry run of scope stored with its report
+// under planID, exactly as it was shown: the latest reported run holding
+// it. An approval echoes the plan id; applying anything but the stored plan
+// would apply actions nobody was shown.
+func (s *Runs) StoredPlan(ctx context.Context, scope, planID string) (*recon.Plan, error) {
+	var id string
+	err := s.Pool.QueryRow(ctx, `SELECT id FROM projection_reconciliation_runs
+ WHERE scope = $1 AND plan_id = $2 AND state = 'reported' AND plan IS NOT NULL ORDER BY updated_at DESC LIMIT 1`, scope, planID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("plan %s of scope %q is not stored: run a dry run again", planID, scope)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the stored plan %s: %w", planID, err)
+	}
+	run, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return run.Plan, nil
+}
+
 // execer runs one statement: the pool (autocommitted) or a repair's
 // transaction (committed with its write, Handlers.recordTx).
 type execer interface {

@@ -80,6 +80,17 @@ func TestPersist_DryRunIsRecordedAtEveryPhase(t *testing.T) {
 	if again, _ := runs.Get(ctxb, res.Run.ID); again.Phase != recon.RunReported {
 		t.Fatalf("run now %s", again.Phase)
 	}
+	// The plan an approval echoes is read back by scope and plan id, as
+	// shown; another scope's or an unknown plan id is not stored.
+	plan, err := runs.StoredPlan(ctxb, w.scope, res.Plan.PlanID)
+	if err != nil || plan == nil || plan.PlanID != res.Plan.PlanID || plan.Fingerprint != res.Plan.Fingerprint {
+		t.Fatalf("stored plan %+v, %v", plan, err)
+	}
+	for _, c := range []struct{ scope, planID string }{{"elsewhere", res.Plan.PlanID}, {w.scope, "no-such-plan"}} {
+		if _, err := runs.StoredPlan(ctxb, c.scope, c.planID); err == nil || !strings.Contains(err.Error(), "is not stored") {
+			t.Fatalf("StoredPlan(%q, %q) = %v, want not stored", c.scope, c.planID, err)
+		}
+	}
 }
 
 // A manager that dies mid-read leaves its run in the phase it reached

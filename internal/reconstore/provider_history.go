@@ -30,50 +30,37 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/source"
+	"github.com/projection-recovery/projection-recovery/internal/store"
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
-// The streamed history's statements, all parameterised by the scope ($1).
-// The three history tables are read through server-side cursors in
-// (seq, identity) order (their (scope, seq) indexes), FETCHed a batch at a
-// time, so the rows never sit in memory whole; the lookups and the up-front
-// reads run between FETCHes in the same transaction, so every statement
-// sees the cursors' snapshot.
+// The streamed history's statements, internal/store's (each in its table's
+// file), all parameterised by the scope ($1). The three history tables are
+// read through server-side cursors in (seq, identity) order (their (scope,
+// seq) indexes), FETCHed a batch at a time, so the rows never sit in memory
+// whole; the lookups and the up-front reads run between FETCHes in the same
+// transaction, so every statement sees the cursors' snapshot.
 const (
-	histTradeCols = `trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
-       buy_account, sell_account, ts, booking_status, written_by`
-	histOrderCols = `order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts`
+	tradesStreamSQL      = store.TradesHistorySQL
+	orderEventsStreamSQL = store.OrderEventsHistorySQL
+	ordersStreamSQL      = store.OrdersHistorySQL
+	fetchBatch           = store.HistoryFetchBatch // rows a FETCH returns (the statements below)
+	fetchTradesSQL       = store.TradesHistoryFetchSQL
+	fetchOrderEventsSQL  = store.OrderEventsHistoryFetchSQL
+	fetchOrdersSQL       = store.OrdersHistoryFetchSQL
 
-	tradesStreamSQL = `DECLARE recon_trades NO SCROLL CURSOR FOR SELECT ` + histTradeCols + `
-  FROM trades WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, trade_id`
-	orderEventsStreamSQL = `DECLARE recon_order_events NO SCROLL CURSOR FOR SELECT ` + histOrderCols + `
-  FROM order_events WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, order_id, version`
-	ordersStreamSQL = `DECLARE recon_orders NO SCROLL CURSOR FOR SELECT ` + histOrderCols + `
-  FROM orders WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, order_id`
-	fetchBatch          = 4096 // rows a FETCH returns (the statements below)
-	fetchTradesSQL      = `FETCH FORWARD 4096 FROM recon_trades`
-	fetchOrderEventsSQL = `FETCH FORWARD 4096 FROM recon_order_events`
-	fetchOrdersSQL      = `FETCH FORWARD 4096 FROM recon_orders`
+	legacyTradesSQL = store.TradesLegacySQL
+	legacyEventsSQL = store.OrderEventsLegacySQL
+	legacyOrdersSQL = store.OrdersLegacySQL
 
-	// Rows without a consensus seq, at most $2 of them.
-	legacyTradesSQL = `SELECT ` + histTradeCols + ` FROM trades WHERE scope = $1 AND seq IS NULL ORDER BY trade_id LIMIT $2`
-	legacyEventsSQL = `SELECT ` + histOrderCols + ` FROM order_events WHERE scope = $1 AND seq IS NULL ORDER BY order_id, version LIMIT $2`
-	legacyOrdersSQL = `SELECT ` + histOrderCols + ` FROM orders WHERE scope = $1 AND seq IS NULL ORDER BY order_id LIMIT $2`
+	dupTradeIDsSQL = store.TradeDuplicateIDsSQL
+	dupTradeSeqSQL = store.TradeDuplicateSeqSQL
 
-	// Trade ids held by several rows (the primary key was lost), and the
-	// first row of every id of a trade_seq held by several rows.
-	dupTradeIDsSQL = `SELECT trade_id FROM trades WHERE scope = $1 GROUP BY trade_id HAVING count(*) > 1 ORDER BY trade_id LIMIT $2`
-	dupTradeSeqSQL = `SELECT DISTINCT ON (trade_id) ` + histTradeCols + ` FROM trades
- WHERE scope = $1 AND trade_seq IN (SELECT trade_seq FROM trades WHERE scope = $1 GROUP BY trade_seq HAVING count(*) > 1)
- ORDER BY trade_id LIMIT $2`
+	currentOrdersSQL = store.CurrentOrdersSQL
 
-	currentOrdersSQL = `SELECT order_id, version FROM orders WHERE scope = $1`
-
-	// Rows re-sequenced ahead of the stream: past the last seq it returned ($3).
-	tradesByIDSQL       = `SELECT ` + histTradeCols + ` FROM trades WHERE scope = $1 AND trade_id = ANY($2) AND seq > $3 ORDER BY trade_id`
-	orderEventsByKeySQL = `SELECT ` + histOrderCols + ` FROM order_events
- WHERE scope = $1 AND (order_id, version) IN (SELECT * FROM unnest($2::text[], $3::bigint[])) AND seq > $4 ORDER BY order_id, version`
-	ordersByIDSQL = `SELECT ` + histOrderCols + ` FROM orders WHERE scope = $1 AND order_id = ANY($2) AND seq IS NOT NULL ORDER BY order_id`
+	tradesByIDSQL       = store.TradesByIDSQL
+	orderEventsByKeySQL = store.OrderEventsByKeySQL
+	ordersByIDSQL       = store.OrdersByIDSQL
 )
 
 var _ recon.HistoryProvider = (*Provider)(nil)

@@ -28,29 +28,15 @@ import (
 )
 
 // readSource reads the member's verified events from genesis through its
-// boundary B, page after page, decoding each page into the snapshot's slices
-// and dropping its bytes before the next: memory is the decoded events, time
-// one pass (each page chained to the previous by the client, so nothing can
-// be lost, duplicated or reordered between pages).
-//
-// B is the boundary the first page reports: a member that keeps applying
-// commands while we read is read through that first boundary only (the read
-// stops at the first page reaching it; pages end on whole commands, so the
-// stop is a verified chain point). Without the stop a busy member could keep
-// the read going forever.
-//
-// want lists sequences whose chain point (digest, event count) detection
-// compares (the cursor's verified seq, a run's checkpoint); each one inside
-// (0, B] is recorded by refolding only the page that contains it.
-//
-// Complete is set only here, at the end of a read that reached B with every
-// page verified; any error returns no side at all.
-//
-// hint is the expected number of trades and order versions (the SQL side's:
-// equal on a clean scope); the slices start at that capacity so a clean read
-// allocates each once (append growth beyond it stays correct).
-// limit caps the events read (the page that would pass it fails the read
-// before it is decoded).
+// boundary B (the first page's), page after page, decoding each into the
+// snapshot and dropping its bytes before the next. Stopping at the first
+// page's boundary keeps a busy member from prolonging the read forever.
+// want lists the seqs whose chain points detection compares; each inside
+// (0, B] is recorded by refolding only its page. Complete is set only at the
+// end of a read that reached B with every page verified; any error returns
+// no side at all. hint presizes the slices (a clean read allocates each
+// once); limit caps the events read, failing before the page that would
+// pass it is decoded (docs/design/repairs.md, "Reading the source side").
 func readSource(ctx context.Context, f Fetcher, max int, want []int64, hint sourceHint, in *interner, limit int64) (recon.SourceSide, int, error) {
 	out := recon.SourceSide{Trades: sized[wire.Trade](hint.trades), Orders: sized[wire.Order](hint.orders)}
 	want = slices.Clone(want)

@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -28,47 +27,21 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/recon"
+	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// The SQL side's statements, all parameterised by the scope ($1). Every
-// table is read in primary-key order, so the same database always yields the
-// same snapshot (and so the same report and plan fingerprint).
+// The SQL side's statements, internal/store's (each in its table's file),
+// all parameterised by the scope ($1). Every table is read in primary-key
+// order, so the same database always yields the same snapshot (and so the
+// same report and plan fingerprint). The row counts are read in the same
+// snapshot as the rows (so exact): the slices are allocated once at their
+// final size, without append's slack and outgrown arrays.
 const (
-	tradesSQL = `SELECT trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id,
-       buy_account, sell_account, ts, booking_status, written_by
-  FROM trades WHERE scope = $1 ORDER BY trade_id`
-	ordersSQL = `SELECT order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts
-  FROM orders WHERE scope = $1 ORDER BY order_id`
-	orderEventsSQL = `SELECT order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts
-  FROM order_events WHERE scope = $1 ORDER BY order_id, version`
-	positionsSQL = `SELECT account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq,
-       quantity, avg_cost, updated_at
-  FROM positions WHERE scope = $1 ORDER BY account, instrument`
-	basisSQL = `SELECT account, instrument, basis_seq, quantity, avg_cost
-  FROM projection_catchup_basis WHERE scope = $1 ORDER BY account, instrument`
-	cursorSQL = `SELECT coalesce(descriptor_hash, ''), coalesce(protocol_version, 0), verified_through_seq, chain_digest,
-       event_count, last_observed_boundary_seq, state, coalesce(blocked_reason, ''), last_verified_at, updated_at
-  FROM projection_catchup_cursor WHERE scope = $1`
-	leaseSQL = `SELECT owner, fence, expires_at, acquired_at, renewed_at
-  FROM projection_catchup_lease WHERE scope = $1`
-	runsSQL = `SELECT run_id, epoch, managed, selected, phase, descriptor_hash, protocol_version, frozen_seq,
-       checkpoint_seq, recovery_checkpoint_seq, coalesce(recovery_checkpoint_digest, ''),
-       coalesce(recovery_checkpoint_descriptor_hash, ''), coalesce(recovery_checkpoint_protocol_version, 0)
-  FROM projection_runs WHERE scope = $1 ORDER BY run_id`
-	outboxSQL = `SELECT id, msg_id, account, instrument, quantity, avg_cost, cursor_seq, created_at, sent_at
-  FROM projection_catchup_outbox WHERE scope = $1 ORDER BY id`
-	// The row counts of the large tables, read in the same snapshot as the
-	// rows (so exact): the slices are allocated once at their final size.
-	// Growing them by append instead keeps up to a quarter of slack and
-	// leaves every outgrown array as garbage, which at 1M events is most of
-	// the read's peak heap beyond the snapshot itself.
-	countsSQL = `SELECT (SELECT count(*) FROM trades WHERE scope = $1),
-       (SELECT count(*) FROM orders WHERE scope = $1),
-       (SELECT count(*) FROM order_events WHERE scope = $1)`
-	// Every scope's cursor: the cross-scope summary (manager_not_running).
-	// Not parameterised by the scope on purpose.
-	scopesSQL = `SELECT scope, state, coalesce(blocked_reason, ''), verified_through_seq, updated_at
-  FROM projection_catchup_cursor ORDER BY scope`
+	tradesSQL      = store.TradesSnapshotSQL
+	ordersSQL      = store.OrdersSnapshotSQL
+	orderEventsSQL = store.OrderEventsSnapshotSQL
+	positionsSQL   = store.PositionsSnapshotSQL
+	countsSQL      = store.HistoryCountsSQL
 )
 
 // readSQL reads the scope's SQL side and every scope's cursor summary in ONE
@@ -213,108 +186,76 @@ func readPositions(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLS
 }
 
 func readBasis(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide, in *interner) error {
-	rows, err := tx.Query(ctx, basisSQL, scope)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
 	var n [2]pgtype.Numeric
-	for rows.Next() {
-		var r recon.BasisRow
-		if err := rows.Scan(&r.Account, &r.Instrument, &r.BasisSeq, &n[0], &n[1]); err != nil {
-			return err
-		}
+	return store.BasisEach(ctx, tx, scope, func(b *store.BasisScan) error {
+		r := recon.BasisRow{Account: b.Account, Instrument: b.Instrument, BasisSeq: b.BasisSeq}
+		n[0], n[1] = b.Quantity, b.AvgCost
 		if err := in.numerics([]*decimal.Decimal{&r.Quantity, &r.AvgCost}, n[:]); err != nil {
 			return fmt.Errorf("basis %s/%s: %w", r.Account, r.Instrument, err)
 		}
 		out.Basis = append(out.Basis, r)
-	}
-	return rows.Err()
+		return nil
+	})
 }
 
 func readCursor(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide) error {
-	var c recon.CursorRow
-	var pv int32
-	err := tx.QueryRow(ctx, cursorSQL, scope).Scan(&c.DescriptorHash, &pv, &c.VerifiedThroughSeq, &c.ChainDigest,
-		&c.EventCount, &c.LastObservedBoundarySeq, &c.State, &c.BlockedReason, &c.LastVerifiedAt, &c.UpdatedAt)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil // genesis: no cursor yet
-	case err != nil:
-		return err
+	c, err := store.CursorGet(ctx, tx, scope)
+	if err != nil || !c.Exists {
+		return err // nil, genesis: no cursor yet
 	}
-	c.ProtocolVersion = int(pv)
-	out.Cursor = &c
+	out.Cursor = &recon.CursorRow{DescriptorHash: c.DescriptorHash, ProtocolVersion: c.ProtocolVersion,
+		VerifiedThroughSeq: c.VerifiedThroughSeq, ChainDigest: c.ChainDigest, EventCount: c.EventCount,
+		LastObservedBoundarySeq: c.LastObservedBoundarySeq, State: c.State, BlockedReason: c.BlockedReason,
+		LastVerifiedAt: c.LastVerifiedAt, UpdatedAt: c.UpdatedAt}
 	return nil
 }
 
 func readLease(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide) error {
-	var l recon.LeaseRow
-	err := tx.QueryRow(ctx, leaseSQL, scope).Scan(&l.Owner, &l.Fence, &l.ExpiresAt, &l.AcquiredAt, &l.RenewedAt)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil // never leased
-	case err != nil:
-		return err
+	l, err := store.LeaseGet(ctx, tx, scope)
+	if err != nil || l == nil {
+		return err // nil, nil: never leased
 	}
-	out.Lease = &l
+	out.Lease = &recon.LeaseRow{Owner: l.Owner, Fence: l.Fence, ExpiresAt: l.ExpiresAt, AcquiredAt: l.AcquiredAt, RenewedAt: l.RenewedAt}
 	return nil
 }
 
 func readRuns(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide) error {
-	rows, err := tx.Query(ctx, runsSQL, scope)
+	runs, err := store.RunList(ctx, tx, scope)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var r recon.ProjectionRun
-		var epoch, pv, ckPV int32
-		if err := rows.Scan(&r.RunID, &epoch, &r.Managed, &r.Selected, &r.Phase, &r.DescriptorHash, &pv, &r.FrozenSeq,
-			&r.CheckpointSeq, &r.RecoveryCheckpointSeq, &r.RecoveryCheckpointDigest,
-			&r.RecoveryCheckpointDescriptorHash, &ckPV); err != nil {
-			return err
-		}
-		r.Epoch, r.ProtocolVersion, r.RecoveryCheckpointProtocolVersion = int(epoch), int(pv), int(ckPV)
-		out.Runs = append(out.Runs, r)
+	for _, r := range runs {
+		out.Runs = append(out.Runs, recon.ProjectionRun{RunID: r.RunID, Epoch: r.Epoch, Managed: r.Managed, Selected: r.Selected,
+			Phase: r.Phase, DescriptorHash: r.DescriptorHash, ProtocolVersion: r.ProtocolVersion, FrozenSeq: r.FrozenSeq,
+			CheckpointSeq: r.CheckpointSeq, RecoveryCheckpointSeq: r.RecoveryCheckpointSeq,
+			RecoveryCheckpointDigest: r.RecoveryCheckpointDigest, RecoveryCheckpointDescriptorHash: r.RecoveryCheckpointDescriptorHash,
+			RecoveryCheckpointProtocolVersion: r.RecoveryCheckpointProtocolVersion})
 	}
-	return rows.Err()
+	return nil
 }
 
 func readOutbox(ctx context.Context, tx pgx.Tx, scope string, out *recon.SQLSide, in *interner) error {
-	rows, err := tx.Query(ctx, outboxSQL, scope)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
 	var n [2]pgtype.Numeric
-	for rows.Next() {
-		var r recon.OutboxRow
-		if err := rows.Scan(&r.ID, &r.MsgID, &r.Account, &r.Instrument, &n[0], &n[1], &r.CursorSeq, &r.CreatedAt, &r.SentAt); err != nil {
-			return err
-		}
+	return store.OutboxEach(ctx, tx, scope, func(o *store.OutboxScan) error {
+		r := recon.OutboxRow{ID: o.ID, MsgID: o.MsgID, Account: o.Account, Instrument: o.Instrument, CursorSeq: o.CursorSeq,
+			CreatedAt: o.CreatedAt, SentAt: o.SentAt}
+		n[0], n[1] = o.Quantity, o.AvgCost
 		if err := in.numerics([]*decimal.Decimal{&r.Quantity, &r.AvgCost}, n[:]); err != nil {
 			return fmt.Errorf("outbox %d: %w", r.ID, err)
 		}
 		out.Outbox = append(out.Outbox, r)
-	}
-	return rows.Err()
+		return nil
+	})
 }
 
 func readScopes(ctx context.Context, tx pgx.Tx, s *recon.Snapshot) error {
-	rows, err := tx.Query(ctx, scopesSQL)
+	cursors, err := store.CursorList(ctx, tx)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var c recon.ScopeCursor
-		var at time.Time
-		if err := rows.Scan(&c.Scope, &c.State, &c.BlockedReason, &c.VerifiedThroughSeq, &at); err != nil {
-			return err
-		}
-		c.UpdatedAt = at
-		s.Scopes = append(s.Scopes, c)
+	for _, c := range cursors {
+		s.Scopes = append(s.Scopes, recon.ScopeCursor{Scope: c.Scope, State: c.State, BlockedReason: c.BlockedReason,
+			VerifiedThroughSeq: c.VerifiedThroughSeq, UpdatedAt: c.UpdatedAt})
 	}
-	return rows.Err()
+	return nil
 }

@@ -44,40 +44,18 @@ const ResultRecordsUntrusted recon.ResultCode = "records_untrusted"
 // record is right; it refuses instead and reverts nothing.
 var ErrRecordsDisagree = errors.New("reconstore: the audit trail and the journal of the run disagree")
 
-// RollbackRun rolls back the apply whose correlation id is correlationID
-// without its Outcome (the specification's "rolling back without the
-// outcome object"): the reconciliation.repaired audit records of the run
-// (OutcomeFromAudit) say which actions are applied and not reverted, and
-// each holds the action whole, so it is restored through the same handler,
-// newest-first, exactly as Rollback would. The journal is read too, as a
-// cross-check and for its positions (the reverts are journaled after the
-// run's entries): when the two disagree on any action (its id, order,
-// target, before, after, reversibility or rollback text) nothing is
-// reverted and the error wraps ErrRecordsDisagree (internal). A
-// correlation id with no audit record is nothing_selected. Irreversible
-// actions come back in Manual with their rollback text.
-//
-// Only rows written as this workflow's own role (the repair role) are
-// read, and a run holding any other row is refused records_untrusted
-// before anything else: see ResultRecordsUntrusted.
-//
-// scope is the only scope whose run may be rolled back: a run of another
-// scope is nothing_selected, before any lease or write. The correlation id
-// comes from a user (a resource's spec.rollback, which may name a run its
-// status never showed); without the scope, one scope's resource could
-// revert another scope's repair sharing the database.
-//
-// maxActions is the blast radius (0: recon.DefaultMaxActions), as an
-// apply's: more reversible actions to revert are refused
-// blast_radius_exceeded, audited, nothing reverted (after repair_denied,
-// the guards' order). Without it a rollback, which deletes and rewrites as
-// much as its apply wrote, would have no bound an approver chose.
-//
-// Every refusal of a run whose records were read (another scope's run,
-// the blast radius, and each of Rollback's) is audited as refused on each
-// of its applied actions, like an apply's refusals. A refusal before that
-// (records_untrusted, records that disagree or cannot be read) names no
-// action the rollback could trust, and is left to the log and status.
+// RollbackRun rolls back the apply of correlationID without its Outcome:
+// the run's reconciliation.repaired audit records say which actions are
+// applied and not reverted, and each is restored through its handler,
+// newest-first, as Rollback would. It refuses, reverting nothing: when the
+// journal disagrees with the audit on any action (ErrRecordsDisagree); when
+// the run holds a row not written as the repair role (records_untrusted);
+// when the run is of another scope than scope (nothing_selected, before any
+// lease or write); when more reversible actions than maxActions would be
+// reverted (blast_radius_exceeded; 0: recon.DefaultMaxActions). A refusal of
+// a run whose records were read is audited on each applied action. A
+// correlation id without audit records is nothing_selected; irreversible
+// actions come back in Manual (docs/design/repairs.md).
 func (w *Runner) RollbackRun(ctx context.Context, scope, correlationID, principal string, maxActions int) (*recon.RollbackOutcome, error) {
 	start := time.Now()
 	var auditErrors []string

@@ -263,14 +263,10 @@ func (w *Runner) DryRun(ctx context.Context, scope string) (*DryRun, error) {
 // records, and each compares its record with its own Before). When the lease
 // cannot be taken (the recovery worker holds it) nothing is rehearsed.
 //
-// A plan that releases the scope's lease (release_lease: held past expiry by
-// a dead holder) is rehearsed WITHOUT taking the lease: taking it is the
-// release itself (AcquireLease takes over the expired lease and moves its
-// fence), irreversible and not yet approved, and the apply would then find
-// the claim gone and refuse plan_stale, so the repair could never be
-// applied. release_lease is then rehearsed on its own row (still Before and
-// expired by the database clock, rolled back) and trigger_cycle needs no
-// lease; an action that writes under the lease is reported not rehearsed.
+// A plan that releases the scope's lease is rehearsed WITHOUT taking it:
+// taking it is the release itself, irreversible and not yet approved. Then
+// release_lease is rehearsed on its own row and an action that writes under
+// the lease is reported not rehearsed (docs/design/repairs.md).
 func (w *Runner) Rehearse(ctx context.Context, plan *recon.Plan, id string) Rehearsal {
 	if plan == nil || len(plan.Actions) == 0 {
 		return Rehearsal{Ran: true}

@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package source is the operator's side of the pinned v1 catch-up contract
-// (FR-APR01..04, DESIGN.md "Source contract: pinned v1"): the page and refusal
+// (FR-APR01..04, docs/source-contract.md): the page and refusal
 // types, and the client that fetches pages and verifies them (identity,
 // ordering, chain digests) before anything reaches the store. The reference
 // member that serves the contract lives in internal/reference/member; this

@@ -78,7 +78,7 @@ func sourcePages(b testing.TB, n int) []*source.Page { return enginetest.StreamP
 // that is the rest of the history: folded on every page, the re-verification
 // was quadratic. Deferred derivation (deferred.go) folds each key in full once
 // and again before CURRENT. Reports t4N/tN as the catch-up benchmark does
-// (goal ≤ 4.4; issue 12, goal 3) and the keys the pages deferred.
+// (goal ≤ 4.4, docs/performance.md) and the keys the pages deferred.
 func BenchmarkReverifyFromGenesis(b *testing.B) {
 	n := benchEvents()
 	for i := 0; i < b.N; i++ {
@@ -182,7 +182,7 @@ type applied struct {
 	events, deferred, slices int
 }
 
-// BenchmarkCatchUpFromGenesis (issue 12, goal 1): catch up N events from
+// BenchmarkCatchUpFromGenesis: catch up N events from
 // genesis into an empty projection, then, in the same run, COPY every row
 // that catch-up wrote (trades, order versions, orders, positions) into the
 // same indexed tables under another scope, copyRepeats times, each on a

@@ -30,15 +30,12 @@ import (
 )
 
 // copyBuf builds one COPY ... FROM STDIN (FORMAT binary) stream from the
-// page's own structs, field by field (issue 12, goal 1). pgx's CopyFrom
-// takes rows as []any: every value boxed, and every numeric encoded through
-// big.Int divisions; at 10,000 events a page, that was most of the store's
-// allocations and a core's worth of encoding beside the server. The stream
-// format is PostgreSQL's documented binary COPY format (header, per row a
-// field count and length-prefixed fields, trailer); each field is the
-// type's binary send format, byte for byte what pgx sends for the same
-// value (copybin_test.go compares both on a real server, numeric scale
-// included, since numeric keeps the scale it was given).
+// page's own structs, field by field, without boxing a value per field
+// (docs/design/page-transaction.md, "Encoding off the applying goroutine").
+// Each field must be the type's binary send format, byte for byte what pgx
+// sends for the same value, numeric scale included (copybin_test.go compares
+// both on a real server): else a COPYed row would differ from the row the
+// plain path writes.
 type copyBuf struct {
 	b      []byte
 	fields int // fields per row, checked at every row

@@ -163,7 +163,7 @@ func TestCopyBuf_Refuses(t *testing.T) {
 }
 
 // TestCopyBuf_NoAllocations: encoding a row of the page's types allocates
-// nothing once the buffer has grown (issue 12's allocation budget).
+// nothing once the buffer has grown (docs/performance.md, the store's allocation budget).
 func TestCopyBuf_NoAllocations(t *testing.T) {
 	c := getCopyBuf(6)
 	defer putCopyBuf(c)

@@ -25,9 +25,14 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 )
+
+// This file holds every statement on projection_catchup_cursor, the scope's
+// completeness claim: only a page slice moves verified-through (cursorAdvance),
+// under the fenced lease; outcomes, withdrawals and reads go through here too.
 
 // Cursor states (FR-APR05/11).
 const (
@@ -74,106 +79,142 @@ func scanCursor(row pgx.Row) (Cursor, error) {
 
 // ReadCursor returns the scope's cursor, or the genesis cursor when absent.
 func (s *Store) ReadCursor(ctx context.Context, scope string) (Cursor, error) {
-	c, err := scanCursor(s.pool.QueryRow(ctx, `SELECT `+cursorColumns+` FROM projection_catchup_cursor WHERE scope = $1`, scope))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Genesis(scope), nil
-	}
+	c, err := CursorGet(ctx, s.pool, scope)
 	if err != nil {
 		return Cursor{}, dbErr("store: read cursor", err)
 	}
 	return c, nil
 }
 
-// Run is the projection run selected for a scope. Recovery reads runs and
-// never writes them (FR-APR09).
-type Run struct {
-	RunID           int64
-	Scope           string
-	Epoch           int
-	Managed         bool
-	Selected        bool
-	Phase           string
-	DescriptorHash  string
-	ProtocolVersion int
-	FrozenSeq       *int64 // set for DRAINING: caught up only to here
-	CheckpointSeq   int64  // max observed seq: informational, NEVER completeness (FR-APR05)
-
-	// Explicit-recovery checkpoint: identity cross-check only, never a starting point (FR-APR07).
-	RecoveryCheckpointSeq             *int64
-	RecoveryCheckpointDigest          string
-	RecoveryCheckpointDescriptorHash  string
-	RecoveryCheckpointProtocolVersion int
-}
-
-// Run phases.
-const (
-	PhaseActive   = "ACTIVE"
-	PhaseDraining = "DRAINING"
-	PhaseSealed   = "SEALED"
-)
-
-// Eligible: managed, epoch-v1, selected, ACTIVE or DRAINING (with a frozen seq).
-func (r Run) Eligible() error {
-	switch {
-	case r.RunID == 0:
-		return refuse(codes.NotEligible, "scope %q has no selected run", r.Scope)
-	case !r.Managed:
-		return refuse(codes.NotEligible, "run %d of %q is not managed", r.RunID, r.Scope)
-	case r.Epoch != 1:
-		return refuse(codes.NotEligible, "run %d of %q is epoch %d, not epoch-v1", r.RunID, r.Scope, r.Epoch)
-	case !r.Selected:
-		return refuse(codes.NotEligible, "run %d of %q is not selected", r.RunID, r.Scope)
-	case r.Phase == PhaseDraining && r.FrozenSeq == nil:
-		return refuse(codes.NotEligible, "DRAINING run %d of %q has no frozen seq", r.RunID, r.Scope)
-	case r.Phase != PhaseActive && r.Phase != PhaseDraining:
-		return refuse(codes.NotEligible, "run %d of %q is %s", r.RunID, r.Scope, r.Phase)
-	}
-	return nil
-}
-
-// SameBarrier: the fields whose change supersedes an in-flight page (FR-APR09):
-// scope, selection, phase, descriptor, protocol, frozen seq, and the explicit-
-// recovery checkpoint the page was cross-checked against. checkpoint_seq (max
-// observed, moved by the live projector) is deliberately not one of them.
-func (r Run) SameBarrier(o Run) bool {
-	return r.RunID == o.RunID && r.Scope == o.Scope && r.Phase == o.Phase && r.Selected == o.Selected &&
-		r.Managed == o.Managed && r.Epoch == o.Epoch && r.DescriptorHash == o.DescriptorHash &&
-		r.ProtocolVersion == o.ProtocolVersion && eqPtr(r.FrozenSeq, o.FrozenSeq) &&
-		eqPtr(r.RecoveryCheckpointSeq, o.RecoveryCheckpointSeq) && r.RecoveryCheckpointDigest == o.RecoveryCheckpointDigest &&
-		r.RecoveryCheckpointDescriptorHash == o.RecoveryCheckpointDescriptorHash &&
-		r.RecoveryCheckpointProtocolVersion == o.RecoveryCheckpointProtocolVersion
-}
-
-func eqPtr(a, b *int64) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return *a == *b
-}
-
-const runColumns = `run_id, scope, epoch, managed, selected, phase, descriptor_hash, protocol_version, frozen_seq, checkpoint_seq,
-       recovery_checkpoint_seq, coalesce(recovery_checkpoint_digest, ''), coalesce(recovery_checkpoint_descriptor_hash, ''),
-       coalesce(recovery_checkpoint_protocol_version, 0)`
-
-func scanRun(row pgx.Row) (Run, error) {
-	var r Run
-	err := row.Scan(&r.RunID, &r.Scope, &r.Epoch, &r.Managed, &r.Selected, &r.Phase, &r.DescriptorHash, &r.ProtocolVersion,
-		&r.FrozenSeq, &r.CheckpointSeq, &r.RecoveryCheckpointSeq, &r.RecoveryCheckpointDigest,
-		&r.RecoveryCheckpointDescriptorHash, &r.RecoveryCheckpointProtocolVersion)
-	return r, err
-}
-
-// SelectedRun reads the scope's selected run. A scope with no selected run
-// answers a NOT_ELIGIBLE refusal (unselected scopes need operator review).
-func (s *Store) SelectedRun(ctx context.Context, scope string) (Run, error) {
-	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM projection_runs WHERE scope = $1 AND selected`, scope))
+// CursorGet reads the scope's cursor in q's snapshot; the genesis cursor
+// (Exists false) when the scope has none.
+func CursorGet(ctx context.Context, q Querier, scope string) (Cursor, error) {
+	c, err := scanCursor(q.QueryRow(ctx, `SELECT `+cursorColumns+` FROM projection_catchup_cursor WHERE scope = $1`, scope))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Run{Scope: scope}, refuse(codes.NotEligible, "scope %q has no selected run", scope)
+		return Genesis(scope), nil
 	}
 	if err != nil {
-		return Run{}, dbErr("store: read selected run", err)
+		return Cursor{}, err
 	}
-	return r, nil
+	return c, nil
+}
+
+// CursorList reads every scope's cursor in scope order, in q's snapshot.
+func CursorList(ctx context.Context, q Querier) ([]Cursor, error) {
+	rows, err := q.Query(ctx, `SELECT `+cursorColumns+` FROM projection_catchup_cursor ORDER BY scope`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Cursor
+	for rows.Next() {
+		c, err := scanCursor(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// CursorVerifiedThrough reads the scope's verified-through seq (0 without a
+// cursor).
+func CursorVerifiedThrough(ctx context.Context, q Querier, scope string) (int64, error) {
+	var v int64
+	err := q.QueryRow(ctx, `SELECT verified_through_seq FROM projection_catchup_cursor WHERE scope = $1`, scope).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// cursorForUpdate is a page slice's read of the cursor (ApplyPage step 5):
+// FOR UPDATE, so no other slice, outcome or withdrawal of the scope commits
+// until this slice ends; the genesis cursor when absent.
+func cursorForUpdate(ctx context.Context, tx pgx.Tx, scope string) (Cursor, error) {
+	c, err := scanCursor(tx.QueryRow(ctx, `SELECT `+cursorColumns+` FROM projection_catchup_cursor WHERE scope = $1 FOR UPDATE`, scope))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Genesis(scope), nil
+	}
+	return c, err
+}
+
+// cursorStep is what a committing slice writes on the cursor.
+type cursorStep struct {
+	descriptorHash  string
+	protocolVersion int
+	through         int64
+	digest          string
+	eventCount      int64
+	boundary        int64
+	state           string
+}
+
+// cursorAdvance moves the cursor from cur to to by compare-and-set on cur's
+// verified-through, digest and boundary (ApplyPage step 8): pgx.ErrNoRows
+// when anything moved it since cur was read. It returns the new
+// last_verified_at, which with verified-through and digest is the commit
+// point resolveCommit recognises (an idle page keeps both and moves only
+// this timestamp), and whether a transaction waits for the projection write
+// lock or one of the key locks lockIDs (lockWaitedSQL): the slice sizer keeps
+// slices short only while someone waits.
+func cursorAdvance(ctx context.Context, tx pgx.Tx, scope string, cur Cursor, to cursorStep, lockIDs []int64) (verifiedAt *time.Time, lockWaited bool, err error) {
+	if !cur.Exists {
+		err = tx.QueryRow(ctx, `
+INSERT INTO projection_catchup_cursor (scope, descriptor_hash, protocol_version, verified_through_seq, chain_digest,
+    event_count, last_observed_boundary_seq, state, blocked_reason, last_verified_at)
+VALUES ($1, $3, $4, $5, $6, $7, $8, $9, NULL, clock_timestamp())
+ON CONFLICT (scope) DO NOTHING
+RETURNING last_verified_at, `+lockWaitedSQL, scope, lockIDs, to.descriptorHash, to.protocolVersion, to.through, to.digest,
+			to.eventCount, to.boundary, to.state).Scan(&verifiedAt, &lockWaited)
+	} else {
+		err = tx.QueryRow(ctx, `
+UPDATE projection_catchup_cursor
+   SET descriptor_hash = $3, protocol_version = $4, verified_through_seq = $5, chain_digest = $6, event_count = $7,
+       last_observed_boundary_seq = greatest(last_observed_boundary_seq, $8), state = $9, blocked_reason = NULL,
+       last_verified_at = clock_timestamp(), updated_at = clock_timestamp()
+ WHERE scope = $1 AND verified_through_seq = $10 AND chain_digest = $11 AND last_observed_boundary_seq = $12
+RETURNING last_verified_at, `+lockWaitedSQL,
+			scope, lockIDs, to.descriptorHash, to.protocolVersion, to.through, to.digest, to.eventCount,
+			to.boundary, to.state, cur.VerifiedThroughSeq, cur.ChainDigest, cur.LastObservedBoundarySeq).Scan(&verifiedAt, &lockWaited)
+	}
+	return verifiedAt, lockWaited, err
+}
+
+// cursorCommitPoint reads the scope's commit point (resolveCommit); the
+// genesis cursor's when the scope has none.
+func cursorCommitPoint(ctx context.Context, tx pgx.Tx, scope string) (commitPoint, error) {
+	var pt commitPoint
+	err := tx.QueryRow(ctx, `SELECT verified_through_seq, chain_digest, last_verified_at FROM projection_catchup_cursor WHERE scope = $1`,
+		scope).Scan(&pt.through, &pt.digest, &pt.verifiedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		g := Genesis(scope) // the pre-page point of a page that would have created the cursor
+		return commitPoint{through: g.VerifiedThroughSeq, digest: g.ChainDigest}, nil
+	}
+	return pt, err
+}
+
+// cursorVerifiedForUpdate reads the scope's verified-through FOR UPDATE (0
+// without a cursor): WithdrawTx's read.
+func cursorVerifiedForUpdate(ctx context.Context, tx pgx.Tx, scope string) (int64, error) {
+	var verified int64
+	err := tx.QueryRow(ctx, `SELECT verified_through_seq FROM projection_catchup_cursor WHERE scope = $1 FOR UPDATE`, scope).Scan(&verified)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return verified, err
+}
+
+// cursorWithdraw puts the scope's cursor back to genesis (verified-through
+// 0, the genesis digest, no events, CATCHING_UP); descriptor and protocol,
+// the scope's identity, stay.
+func cursorWithdraw(ctx context.Context, tx pgx.Tx, scope string) error {
+	_, err := tx.Exec(ctx, `
+UPDATE projection_catchup_cursor
+   SET verified_through_seq = 0, chain_digest = $2, event_count = 0,
+       state = 'CATCHING_UP', blocked_reason = NULL, updated_at = clock_timestamp()
+ WHERE scope = $1`, scope, chain.Genesis)
+	return err
 }
 
 // RecordOutcome records a cycle's outcome on the cursor under the fence
@@ -205,4 +246,81 @@ ON CONFLICT (scope) DO UPDATE SET
 		return err
 	})
 	return dbErr("store: record outcome", err)
+}
+
+// scopeQuery reads a scope's cursor and its selected run in ONE statement:
+// the start of every cycle, including the idle check of a CURRENT scope, so
+// the run barrier (FR-APR09) is re-checked at every interval without a second
+// round trip. The driving row is the scope itself, so a scope without a cursor
+// (genesis) or without a selected run still answers one row; the unique index
+// projection_runs_selected guarantees at most one selected run.
+const scopeQuery = `
+SELECT c.scope IS NOT NULL,
+       coalesce(c.descriptor_hash, ''), coalesce(c.protocol_version, 0), c.verified_through_seq, c.chain_digest,
+       c.event_count, c.last_observed_boundary_seq, c.state, coalesce(c.blocked_reason, ''), c.last_verified_at,
+       c.created_at, c.updated_at,
+       r.run_id, r.epoch, r.managed, r.selected, r.phase, r.descriptor_hash, r.protocol_version, r.frozen_seq,
+       r.checkpoint_seq, r.recovery_checkpoint_seq, coalesce(r.recovery_checkpoint_digest, ''),
+       coalesce(r.recovery_checkpoint_descriptor_hash, ''), coalesce(r.recovery_checkpoint_protocol_version, 0)
+  FROM (SELECT $1::text AS scope) s
+  LEFT JOIN projection_catchup_cursor c ON c.scope = s.scope
+  LEFT JOIN projection_runs r ON r.scope = s.scope AND r.selected`
+
+// ReadScope returns the scope's cursor (the genesis cursor when absent) and
+// its selected run (a Run with RunID 0 when none is selected: Run.Eligible
+// refuses it with NOT_ELIGIBLE). It reads both in one statement.
+//
+// A database without recovery's tables answers a SCHEMA_MISSING refusal, not
+// an INTERNAL error: nothing is wrong with the projection, the migration has
+// not been applied (NFR-APR01).
+func (s *Store) ReadScope(ctx context.Context, scope string) (Cursor, Run, error) {
+	// The cursor's and the run's NOT NULL columns are NULL when the LEFT
+	// JOIN found no row: scan them through pointers.
+	var c struct {
+		exists                         bool
+		descriptor, blockedReason      string
+		protocol                       int
+		verified, eventCount, boundary *int64
+		digest, state                  *string
+		lastVerified                   *time.Time
+		createdAt, updatedAt           *time.Time
+	}
+	var r struct {
+		runID, checkpoint, frozen, ckptSeq *int64
+		epoch, protocol                    *int32
+		managed, selected                  *bool
+		phase, descriptor                  *string
+		ckptDigest, ckptDescriptor         string
+		ckptProtocol                       int
+	}
+	err := s.pool.QueryRow(ctx, scopeQuery, scope).Scan(
+		&c.exists, &c.descriptor, &c.protocol, &c.verified, &c.digest,
+		&c.eventCount, &c.boundary, &c.state, &c.blockedReason, &c.lastVerified,
+		&c.createdAt, &c.updatedAt,
+		&r.runID, &r.epoch, &r.managed, &r.selected, &r.phase, &r.descriptor, &r.protocol, &r.frozen,
+		&r.checkpoint, &r.ckptSeq, &r.ckptDigest, &r.ckptDescriptor, &r.ckptProtocol)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+			return Cursor{}, Run{}, &codes.Refusal{Code: codes.SchemaMissing,
+				Detail: "the projection database lacks recovery's tables (ri06-automatic-recovery.sql is not applied)", Err: err}
+		}
+		return Cursor{}, Run{}, dbErr("store: read scope", err)
+	}
+
+	cur := Genesis(scope)
+	if c.exists {
+		cur = Cursor{Scope: scope, Exists: true, DescriptorHash: c.descriptor, ProtocolVersion: c.protocol,
+			VerifiedThroughSeq: *c.verified, ChainDigest: *c.digest, EventCount: *c.eventCount,
+			LastObservedBoundarySeq: *c.boundary, State: *c.state, BlockedReason: c.blockedReason,
+			LastVerifiedAt: c.lastVerified, CreatedAt: *c.createdAt, UpdatedAt: *c.updatedAt}
+	}
+	run := Run{Scope: scope}
+	if r.runID != nil {
+		run = Run{RunID: *r.runID, Scope: scope, Epoch: int(*r.epoch), Managed: *r.managed, Selected: *r.selected,
+			Phase: *r.phase, DescriptorHash: *r.descriptor, ProtocolVersion: int(*r.protocol), FrozenSeq: r.frozen,
+			CheckpointSeq: *r.checkpoint, RecoveryCheckpointSeq: r.ckptSeq, RecoveryCheckpointDigest: r.ckptDigest,
+			RecoveryCheckpointDescriptorHash: r.ckptDescriptor, RecoveryCheckpointProtocolVersion: r.ckptProtocol}
+	}
+	return cur, run, nil
 }

@@ -23,45 +23,13 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/position"
 )
 
-// Deferred derivation (issue 12, goal 3; FR-APR06 R1; docs/reverification.md).
-//
-// R1 re-derives every key a page touches from ALL its retained trades, and a
-// page reads, per key, every retained leg newer than the key's basis. After a
-// cursor reset (or a withdrawal) the projection already holds the whole
-// history, so each page re-read the rest of it: quadratic in the history.
-//
-// The fold is a function of its inputs: basis B at seq b and the retained
-// legs L after b give D = fold(B, L). A page that folded L in full records D
-// beside the basis (derived_quantity, derived_avg_cost). A later page of the
-// key that inserts none of its trades and verifies no opening of it only
-// verifies, in its window, legs that are in L (every one is retained and
-// equal to its source event, and the window holds no orphan: checkTrades),
-// so as long as L is what it was, the fold over the current retained legs is
-// still D, and the key's row already holds it. Such a page therefore takes D
-// without re-reading L (derivedHolds), advances the basis over its window's
-// legs from the source (deferFold: the same legs, in the same order) and
-// marks the key deferred: "L was not re-read since".
-//
-// Whether L is still what it was is checked once, not per page: no slice
-// makes the scope CURRENT while any key of it is deferred. The slices before
-// the one that would (flushDeferred) re-derive every deferred key in full, as
-// any page re-derives a key, under that key's lock and the fenced lease: its
-// balance rule and re-derivation now see every retained leg after the basis,
-// which has moved up to the cursor over verified source legs. A trade that a
-// writer added or changed without the position that goes with it (a lost
-// update, a hand edit) is refused there (UNEXPLAINED_BALANCE) or re-derived,
-// exactly as the page that first touched the key after the change would have
-// done without deferral; the completeness certificate (CURRENT) is never
-// issued over a deferred key. Deferral cannot hide anything behind the
-// cursor: every window is still verified against its source events, page by
-// page. What changes is when a wrong balance is found: at the end of the
-// catch-up instead of at the next page of the key, with the cursor standing
-// after the verified windows. A page writes nothing to the position of a
-// deferred key (it already holds D), so nothing is certified or published
-// that the full fold would not have produced.
-//
-// The CURRENT slice itself never defers (noDefer), and checks after its
-// writes, in its transaction, that no deferred key remains (deferredLeft).
+// Deferred derivation (FR-APR06 R1; docs/reverification.md): a key whose
+// last full fold still holds (derivedHolds) takes it without re-reading its
+// retained legs, and is marked deferred. Invariant: no slice makes the scope
+// CURRENT while a key of it is deferred; flushDeferred re-derives every
+// deferred key in full first, and the CURRENT slice checks none is left
+// (deferredLeft). Without it a trade written without its position (a lost
+// update, a hand edit) could be certified instead of refused.
 
 // derivedHolds reports whether the page may take r's last full fold as its
 // derivation (see above): the key's row exists with a proven opening, its
@@ -107,8 +75,8 @@ func (w *pageTx) deferFold(r *posRow) {
 // defers keys, so this is a guard, not a path: CURSOR_MOVED (transient), the
 // next cycle re-derives what is left.
 func (w *pageTx) deferredLeft(ctx context.Context) error {
-	var left int64
-	if err := w.tx.QueryRow(ctx, `SELECT count(*) FROM projection_catchup_basis WHERE scope = $1 AND deferred`, w.scope).Scan(&left); err != nil {
+	left, err := basisDeferredCount(ctx, w.tx, w.scope)
+	if err != nil {
 		return dbErr("store: deferred keys", err)
 	}
 	if left > 0 {
@@ -125,18 +93,7 @@ func (w *pageTx) deferredLeft(ctx context.Context) error {
 // basis). Without it, stale statistics during a bulk catch-up made the
 // planner scan every trade of the scope per page, turning catch-up quadratic.
 func (w *pageTx) readLegs(ctx context.Context, accounts, instruments []string) (map[key][]position.NumFill, error) {
-	rows, err := w.tx.Query(ctx, `
-SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
-  FROM unnest($2::text[], $3::text[]) AS k(account, instrument)
-  LEFT JOIN projection_catchup_basis b ON b.scope = $1 AND b.account = k.account AND b.instrument = k.instrument
-  CROSS JOIN LATERAL (
-      SELECT seq, trade_seq, 0 AS leg, quantity, price FROM trades
-       WHERE scope = $1 AND buy_account = k.account AND instrument = k.instrument
-         AND seq > coalesce(b.basis_seq, 0) AND booking_status = 'BOOKED'
-      UNION ALL
-      SELECT seq, trade_seq, 1 AS leg, -quantity, price FROM trades
-       WHERE scope = $1 AND sell_account = k.account AND instrument = k.instrument
-         AND seq > coalesce(b.basis_seq, 0) AND booking_status = 'BOOKED') t`, w.scope, accounts, instruments)
+	rows, err := w.tx.Query(ctx, retainedLegsSQL, w.scope, accounts, instruments)
 	if err != nil {
 		return nil, dbErr("store: read retained trades", err)
 	}
@@ -145,21 +102,8 @@ SELECT k.account, k.instrument, t.seq, t.trade_seq, t.leg, t.quantity, t.price
 
 // deferredKeys lists up to limit keys of scope whose derivation is deferred.
 func (s *Store) deferredKeys(ctx context.Context, scope string, limit int) ([]key, error) {
-	rows, err := s.pool.Query(ctx, `SELECT account, instrument FROM projection_catchup_basis WHERE scope = $1 AND deferred
- ORDER BY account, instrument LIMIT $2`, scope, limit)
+	keys, err := basisDeferredKeys(ctx, s.pool, scope, limit)
 	if err != nil {
-		return nil, dbErr("store: deferred keys", err)
-	}
-	defer rows.Close()
-	var keys []key
-	for rows.Next() {
-		var k key
-		if err := rows.Scan(&k.account, &k.instrument); err != nil {
-			return nil, dbErr("store: deferred keys", err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, dbErr("store: deferred keys", err)
 	}
 	return keys, nil

@@ -115,7 +115,7 @@ func deferredCount(t *testing.T, s *Store) (n int) {
 	return n
 }
 
-// FR-APR06 R1 + FR-APR07 (issue 12, goal 3): re-verifying a complete
+// FR-APR06 R1 + FR-APR07 (docs/reverification.md): re-verifying a complete
 // projection defers the keys whose last full fold still holds, keeps the
 // deferral in the database (a restarted or new manager finds it), and
 // re-derives every deferred key before the scope is CURRENT: the same

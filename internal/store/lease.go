@@ -26,6 +26,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// This file holds every statement on projection_catchup_lease, the fence of
+// FR-APR08: every recovery or repair write re-reads the row FOR UPDATE in
+// its own transaction (lockLease), so a replaced owner can never commit.
+
 // Lease is ownership of a scope's recovery writes (FR-APR08). Fence increases
 // on every takeover by a new owner and on every acquire after expiry, so a
 // replaced owner's Fence can never match the row again.
@@ -115,6 +119,52 @@ func (s *Store) ReadLease(ctx context.Context, scope string) (Lease, error) {
 		return Lease{Scope: scope}, nil
 	}
 	return l, dbErr("store: read lease", err)
+}
+
+// LeaseRow is the lease row as stored, with its bookkeeping stamps.
+type LeaseRow struct {
+	Owner                            string
+	Fence                            int64
+	ExpiresAt, AcquiredAt, RenewedAt time.Time
+}
+
+// LeaseGet reads the scope's lease row in q's snapshot (nil: never leased).
+func LeaseGet(ctx context.Context, q Querier, scope string) (*LeaseRow, error) {
+	var l LeaseRow
+	err := q.QueryRow(ctx, `SELECT owner, fence, expires_at, acquired_at, renewed_at
+  FROM projection_catchup_lease WHERE scope = $1`, scope).Scan(&l.Owner, &l.Fence, &l.ExpiresAt, &l.AcquiredAt, &l.RenewedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// LeaseGetForUpdate reads the scope's lease row FOR UPDATE (nil: no row) and
+// whether it has expired by the database clock. The row lock holds until tx
+// ends, so no AcquireLease, renewal or page of the scope commits in between.
+func LeaseGetForUpdate(ctx context.Context, tx pgx.Tx, scope string) (_ *LeaseRow, expired bool, _ error) {
+	var l LeaseRow
+	err := tx.QueryRow(ctx, `SELECT owner, fence, expires_at, acquired_at, renewed_at, expires_at <= clock_timestamp()
+  FROM projection_catchup_lease WHERE scope = $1 FOR UPDATE`, scope).Scan(&l.Owner, &l.Fence, &l.ExpiresAt, &l.AcquiredAt, &l.RenewedAt, &expired)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return &l, expired, nil
+}
+
+// LeaseClearOwner clears the owner of the scope's lease row while it is still
+// owner's at fence. Fence and expiry stay: the next AcquireLease increments
+// the fence, so a write of the old fence can never commit (FR-APR08). The row
+// is never deleted, which would reset the fence.
+func LeaseClearOwner(ctx context.Context, tx pgx.Tx, scope, owner string, fence int64) error {
+	_, err := tx.Exec(ctx, `UPDATE projection_catchup_lease SET owner = '' WHERE scope = $1 AND owner = $2 AND fence = $3`, scope, owner, fence)
+	return err
 }
 
 // lockLease is the fence check of every write transaction (FR-APR08): it

@@ -32,8 +32,8 @@ import (
 // binary value into a coefficient and an exponent (pgtype.NumericScanner)
 // and the decimal takes them as they are. Scanning into *decimal.Decimal
 // itself goes through database/sql's Scanner, which formats the value as
-// text and parses it back: ~20 % of the store's CPU when a re-verification
-// reads every retained trade leg of every key a page touches.
+// text and parses it back (docs/design/page-transaction.md, "Planner and
+// driver guards").
 //
 // The value is exact; the exponent may differ from the text route's (an
 // integer with trailing zeros and no display scale, 10000, comes as 1E4; a

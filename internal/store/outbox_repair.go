@@ -60,30 +60,18 @@ func (s *Store) AfterCommit(scope string) {
 
 // NotifyRepairTx writes, in the repair's own transaction, the notification
 // of a key whose position the repair changed (R2 of FR-APR06 for repairs):
-// the key's row is read back as written and, when it differs from
-// n.Before in existence, quantity or average cost, one outbox row carries
-// its quantity and average cost (0 and 0 for a key left without a row). It
-// reports whether it wrote one; the caller kicks the publisher after the
-// commit (AfterCommit).
-//
-// The row commits or rolls back with the position write, so a changed
-// balance is never left unannounced by a crash, and a rolled-back or dry-run
-// repair announces nothing. Its cursor_seq is the cursor's verified seq at
-// the repair (0 without a cursor): one key's notifications still leave in
-// cursor order, and the value is the position the repair left after that
-// cursor. Its msg id is RepairMsgIDPrefix, the key, n.Run, n.Step and the
-// value, so NATS deduplication never mistakes it for a page's notification
-// or another repair's, while a re-send of the row is deduplicated. A msg id
-// already present means a run moved one key twice in one step: refused, and
-// the repair rolls back rather than leave a change unannounced.
+// when the key's row, read back as written, differs from n.Before, one
+// outbox row carries its quantity and average cost (0 and 0 without a row),
+// at the cursor's verified seq. It reports whether it wrote one; the caller
+// kicks the publisher after the commit (AfterCommit). Committing with the
+// write means a changed balance is never left unannounced by a crash. The
+// msg id (RepairMsgIDPrefix, key, n.Run, n.Step, value) is never a page's or
+// another repair's; one already present (a key moved twice in one step)
+// refuses. docs/design/page-transaction.md, "Repairs write like a page".
 func NotifyRepairTx(ctx context.Context, tx pgx.Tx, n RepairNotice) (bool, error) {
 	var q, avg *string
 	var cursor int64
-	err := tx.QueryRow(ctx, `
-SELECT p.quantity::text, p.avg_cost::text, coalesce(c.verified_through_seq, 0)
-  FROM (SELECT 1) one
-  LEFT JOIN positions p ON p.scope = $1 AND p.account = $2 AND p.instrument = $3
-  LEFT JOIN projection_catchup_cursor c ON c.scope = $1`, n.Scope, n.Account, n.Instrument).Scan(&q, &avg, &cursor)
+	err := tx.QueryRow(ctx, repairedPositionSQL, n.Scope, n.Account, n.Instrument).Scan(&q, &avg, &cursor)
 	if err != nil {
 		return false, dbErr(fmt.Sprintf("store: read repaired position %s/%s", n.Account, n.Instrument), err)
 	}
@@ -104,14 +92,11 @@ SELECT p.quantity::text, p.avg_cost::text, coalesce(c.verified_through_seq, 0)
 	}
 	msgID := RepairMsgIDPrefix + lengthPrefixed(n.Scope) + "/" + lengthPrefixed(n.Account) + "/" + lengthPrefixed(n.Instrument) + "/" +
 		lengthPrefixed(n.Run) + "/" + lengthPrefixed(n.Step) + "/" + value
-	ct, err := tx.Exec(ctx, `
-INSERT INTO projection_catchup_outbox (msg_id, scope, account, instrument, quantity, avg_cost, cursor_seq)
-VALUES ($1, $2, $3, $4, $5::numeric, $6::numeric, $7)
-ON CONFLICT (msg_id) DO NOTHING`, msgID, n.Scope, n.Account, n.Instrument, qty, cost, cursor)
+	inserted, err := outboxInsertRepair(ctx, tx, msgID, n.Scope, n.Account, n.Instrument, qty, cost, cursor)
 	if err != nil {
 		return false, dbErr(fmt.Sprintf("store: outbox of repaired position %s/%s", n.Account, n.Instrument), err)
 	}
-	if ct.RowsAffected() == 0 {
+	if !inserted {
 		return false, fmt.Errorf("store: the notification %s exists already: run %q moved %s/%s twice in step %s", msgID, n.Run, n.Account, n.Instrument, n.Step)
 	}
 	return true, nil

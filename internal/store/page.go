@@ -18,7 +18,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -71,40 +70,20 @@ func (r PageResult) Committed() bool { return r.Slices > 0 }
 // (AfterCommit). Never called on rollback.
 func (s *Store) SetAfterCommit(f func(scope string)) { s.afterCommit = f }
 
-// ApplyPage verifies one fetched page and applies it (FR-APR06). The page
-// was fetched before (never hold a transaction across HTTP). In order:
+// ApplyPage verifies one fetched page and applies it (FR-APR06), in order:
 //
-//  1. decode, hash and order-check the WHOLE page, outside any transaction,
-//     and cut it into write slices at command boundaries (prepare);
-//  2. per slice, in ONE transaction: COPY the slice's trades and keys into
-//     session-private temporary tables, then take the projection write lock
-//     of the slice's keys (KeyLocks: the scope's lock shared, each key's
-//     exclusively), so no live write on those keys interleaves with what
-//     follows;
-//  3. re-read the lease row FOR UPDATE: owner, fence, unexpired (FR-APR08);
-//  4. re-read the selected run: changed since the caller read it → SUPERSEDED,
-//     nothing written (FR-APR09; runs are read, never written); read again
-//     FOR SHARE just before step 8 (sameRun);
-//  5. re-read the cursor: the slice's after and digestAfter must be its
-//     verified-through and digest; descriptor and protocol must match
-//     (FR-APR05/07); a cursor at genesis bootstraps: every retained row is
-//     re-verified (FR-APR07);
-//  6. refuse unknown legacy history, orphans, immutable/provenance conflicts,
-//     rejected bookings, order rows differing from their source event,
-//     unproven openings and unexplained balances of every touched key;
-//  7. insert missing trades set-based; persist order versions without
-//     rewinding newer ones; re-derive every touched key from all retained
-//     trades in (seq, tradeSeq) order (R1); write outbox rows for keys whose
-//     final position differs from the pre-slice value (R2);
-//  8. advance the cursor by compare-and-set on the old verified-through,
-//     digest and boundary.
+//  1. prepare: decode, hash and order-check the whole page outside any transaction, cut into slices;
+//  2. lockKeys: per slice, in ONE transaction (applyTx), the projection write lock of its keys;
+//  3. lockLease: the lease row FOR UPDATE holds our owner and fence, unexpired (FR-APR08);
+//  4. checkRun: the selected run is the one prepared against, else SUPERSEDED (FR-APR09);
+//  5. checkCursor: the cursor stands at the slice's start; at genesis, bootstrap (FR-APR05/07);
+//  6. checkRows: the retained rows the slice reaches are what the verified source says;
+//  7. deriveAndWrite: balances explained, keys re-derived (R1), rows and outbox written (R2);
+//  8. advanceCursor: compare-and-set on the cursor checkCursor read.
 //
-// A slice is a page in every respect FR-APR06 names (its own window and
-// chain digests at both ends, verified before any slice writes); a fetched
-// page is the fetch unit. Any refusal or error rolls its slice back: a
-// *codes.Refusal (see codes.Of) means that slice wrote nothing; the slices
-// before it stay committed, each a verified step of the cursor, and the
-// result reports them (Committed, VerifiedThroughSeq).
+// A refusal or error rolls its slice back (a *codes.Refusal: that slice wrote
+// nothing); the slices before it stay committed, each a verified step of the
+// cursor (Committed, VerifiedThroughSeq). docs/design/page-transaction.md.
 func (s *Store) ApplyPage(ctx context.Context, l Lease, run Run, page *source.Page) (PageResult, error) {
 	pp, err := s.PreparePage(run, page)
 	if err != nil {
@@ -207,8 +186,14 @@ func (s *Store) attemptSlice(ctx context.Context, l Lease, run Run, p *prepared,
 	if err != nil {
 		return PageResult{}, 0, false, dbErr("store: begin page", err)
 	}
-	w := &pageTx{tx: tx, scope: run.Scope, p: p, probeAll: probeAll, currentProbes: s.hooks.currentProbes}
-	res, points, locked, err := s.lockAndApply(ctx, w, l, run)
+	w := &pageTx{tx: tx, scope: run.Scope, p: p, probeAll: probeAll, hooks: &s.hooks,
+		noDefer: s.hooks.foldAll || p.flush || p.makesCurrent(run)}
+	locked, err := w.lockKeys(ctx)
+	var res PageResult
+	var points commitPoints
+	if err == nil {
+		res, points, err = w.applyTx(ctx, l, run)
+	}
 	if err != nil {
 		_ = tx.Rollback(ctx) // a failed rollback closes the connection: the server rolls back
 		return PageResult{}, 0, w.skipped, dbErr("store: apply page", err)
@@ -233,202 +218,4 @@ func (s *Store) attemptSlice(ctx context.Context, l Lease, run Run, p *prepared,
 		s.afterCommit(run.Scope)
 	}
 	return res, held, false, nil
-}
-
-// lockAndApply fills the slice's temporary tables, takes the projection
-// write lock and runs the slice (applyTx); locked is when the lock was
-// granted. The temporary tables are session-private: nothing another
-// transaction can see or change, so filling them needs no lock, and the lock
-// is held only for what reads or writes the projection.
-func (s *Store) lockAndApply(ctx context.Context, w *pageTx, l Lease, run Run) (PageResult, commitPoints, time.Time, error) {
-	if err := w.load(ctx); err != nil {
-		return PageResult{}, commitPoints{}, time.Time{}, err
-	}
-	accts, instrs := make([]string, len(w.p.lockKeys)), make([]string, len(w.p.lockKeys))
-	for i, k := range w.p.lockKeys {
-		accts[i], instrs[i] = k.account, k.instrument
-	}
-	ids, err := keyLocks(ctx, w.tx, run.Scope, accts, instrs)
-	if err != nil {
-		return PageResult{}, commitPoints{}, time.Time{}, err
-	}
-	w.lockIDs = ids
-	locked := time.Now()
-	res, points, err := s.applyTx(ctx, w, l, run)
-	return res, points, locked, err
-}
-
-// applyTx runs the slice in w's transaction, which holds the projection
-// write lock. Besides the result it returns the cursor's commit points before
-// and after the slice, which resolveCommit compares with a re-read when the
-// COMMIT's outcome is unknown.
-func (s *Store) applyTx(ctx context.Context, w *pageTx, l Lease, run Run) (PageResult, commitPoints, error) {
-	tx, p, scope := w.tx, w.p, run.Scope
-	if h := s.hooks.beforeLeaseLock; h != nil {
-		if err := h(ctx, tx); err != nil {
-			return PageResult{}, commitPoints{}, err
-		}
-	}
-	if err := lockLease(ctx, tx, l); err != nil {
-		return PageResult{}, commitPoints{}, err
-	}
-	if h := s.hooks.afterLeaseLocked; h != nil {
-		if err := h(ctx, tx); err != nil {
-			return PageResult{}, commitPoints{}, err
-		}
-	}
-	// The run is read here to refuse early, and again, FOR SHARE, just
-	// before the cursor moves (sameRun): see there why not FOR SHARE here.
-	if err := sameRun(ctx, tx, run, false); err != nil {
-		return PageResult{}, commitPoints{}, err
-	}
-	if h := s.hooks.afterRunRead; h != nil {
-		if err := h(ctx, tx); err != nil {
-			return PageResult{}, commitPoints{}, err
-		}
-	}
-
-	cur, err := scanCursor(tx.QueryRow(ctx, `SELECT `+cursorColumns+` FROM projection_catchup_cursor WHERE scope = $1 FOR UPDATE`, scope))
-	if errors.Is(err, pgx.ErrNoRows) {
-		cur, err = Genesis(scope), nil
-	}
-	if err != nil {
-		return PageResult{}, commitPoints{}, dbErr("store: re-read cursor", err)
-	}
-	pg := p.page
-	switch {
-	case cur.DescriptorHash != "" && cur.DescriptorHash != pg.DescriptorHash:
-		return PageResult{}, commitPoints{}, refuse(codes.DescriptorMismatch, "cursor descriptor %s, page %s", cur.DescriptorHash, pg.DescriptorHash)
-	case cur.ProtocolVersion != 0 && cur.ProtocolVersion != pg.ProtocolVersion:
-		return PageResult{}, commitPoints{}, refuse(codes.ProtocolMismatch, "cursor protocol %d, page %d", cur.ProtocolVersion, pg.ProtocolVersion)
-	case p.after != cur.VerifiedThroughSeq:
-		return PageResult{}, commitPoints{}, refuse(codes.CursorMoved, "page starts at %d, cursor is at %d", p.after, cur.VerifiedThroughSeq)
-	case p.digestAfter != cur.ChainDigest:
-		return PageResult{}, commitPoints{}, refuse(codes.ChainMismatch, "page digestAfter %s, cursor digest %s at seq %d", p.digestAfter, cur.ChainDigest, cur.VerifiedThroughSeq)
-	}
-	if cur.VerifiedThroughSeq == 0 {
-		// FR-APR07 bootstrap: a cursor at genesis trusts nothing derived
-		// before; drop any basis so every key is re-derived from its opening.
-		if _, err := tx.Exec(ctx, `DELETE FROM projection_catchup_basis WHERE scope = $1`, scope); err != nil {
-			return PageResult{}, commitPoints{}, dbErr("store: reset basis", err)
-		}
-	}
-
-	w.noDefer = s.hooks.foldAll || p.flush || p.makesCurrent(run)
-	if err := w.checkLegacy(ctx); err != nil {
-		return PageResult{}, commitPoints{}, err
-	}
-	if err := w.checkTrades(ctx); err != nil {
-		return PageResult{}, commitPoints{}, err
-	}
-	if err := w.checkOrders(ctx); err != nil {
-		return PageResult{}, commitPoints{}, err
-	}
-	// The write streams are encoded while derive reads and folds the keys
-	// (encodeWrites); the buffers go back once the slice is done with them.
-	ws := w.encodeWrites()
-	defer ws.release()
-	if err := w.derive(ctx); err != nil {
-		return PageResult{}, commitPoints{}, err
-	}
-	if err := w.write(ctx, ws); err != nil {
-		return PageResult{}, commitPoints{}, err
-	}
-
-	state := StateCatchingUp
-	if p.through == pg.BoundarySeq || (run.Phase == PhaseDraining && p.through == *run.FrozenSeq) {
-		state = StateCurrent
-		// Before claiming completeness, no balance may exist that no page
-		// ever explained (FR-APR07 "re-verifies every retained row"), and
-		// every key must be re-derived from its retained trades (R1).
-		if err := w.checkPhantomBalances(ctx); err != nil {
-			return PageResult{}, commitPoints{}, err
-		}
-		if err := w.deferredLeft(ctx); err != nil {
-			return PageResult{}, commitPoints{}, err
-		}
-	}
-	res := PageResult{
-		Scope: scope, AfterSeq: p.after, VerifiedThroughSeq: p.through, ChainDigest: p.digest,
-		EventCount: cur.EventCount + int64(p.applied), BoundarySeq: pg.BoundarySeq, Applied: p.applied,
-		InsertedTrades: w.inserted, OrderEvents: w.orderEvents, TouchedKeys: len(p.keys), ChangedKeys: w.changed, NewerLegs: w.newer,
-		DeferredKeys: w.deferred, State: state,
-	}
-	if err := sameRun(ctx, tx, run, true); err != nil {
-		return PageResult{}, commitPoints{}, err
-	}
-	// Compare-and-set on the cursor we read: if anything moved it, refuse.
-	// RETURNING the new last_verified_at: with verified-through and digest it
-	// is the commit point resolveCommit recognises (an idle page keeps both
-	// and moves only this timestamp).
-	// RETURNING also says whether a live write is waiting for the lock
-	// now: the slice sizer keeps slices short only while someone waits.
-	var verifiedAt *time.Time
-	if !cur.Exists {
-		err = tx.QueryRow(ctx, `
-INSERT INTO projection_catchup_cursor (scope, descriptor_hash, protocol_version, verified_through_seq, chain_digest,
-    event_count, last_observed_boundary_seq, state, blocked_reason, last_verified_at)
-VALUES ($1, $3, $4, $5, $6, $7, $8, $9, NULL, clock_timestamp())
-ON CONFLICT (scope) DO NOTHING
-RETURNING last_verified_at, `+lockWaitedSQL, scope, w.lockIDs, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest,
-			res.EventCount, pg.BoundarySeq, state).Scan(&verifiedAt, &res.LockWaited)
-	} else {
-		err = tx.QueryRow(ctx, `
-UPDATE projection_catchup_cursor
-   SET descriptor_hash = $3, protocol_version = $4, verified_through_seq = $5, chain_digest = $6, event_count = $7,
-       last_observed_boundary_seq = greatest(last_observed_boundary_seq, $8), state = $9, blocked_reason = NULL,
-       last_verified_at = clock_timestamp(), updated_at = clock_timestamp()
- WHERE scope = $1 AND verified_through_seq = $10 AND chain_digest = $11 AND last_observed_boundary_seq = $12
-RETURNING last_verified_at, `+lockWaitedSQL,
-			scope, w.lockIDs, pg.DescriptorHash, pg.ProtocolVersion, res.VerifiedThroughSeq, res.ChainDigest, res.EventCount,
-			pg.BoundarySeq, state, cur.VerifiedThroughSeq, cur.ChainDigest, cur.LastObservedBoundarySeq).Scan(&verifiedAt, &res.LockWaited)
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return PageResult{}, commitPoints{}, refuse(codes.CursorMoved, "cursor of %q moved during the page", scope)
-	}
-	if err != nil {
-		return PageResult{}, commitPoints{}, dbErr("store: advance cursor", err)
-	}
-	if verifiedAt != nil {
-		res.VerifiedAt = *verifiedAt
-	}
-	if h := s.hooks.beforeCommit; h != nil {
-		if err := h(ctx, tx); err != nil {
-			return PageResult{}, commitPoints{}, err
-		}
-	}
-	return res, commitPoints{
-		pre:  commitPoint{through: cur.VerifiedThroughSeq, digest: cur.ChainDigest, verifiedAt: cur.LastVerifiedAt},
-		post: commitPoint{through: res.VerifiedThroughSeq, digest: res.ChainDigest, verifiedAt: verifiedAt},
-	}, nil
-}
-
-// sameRun re-reads the scope's selected run (forShare: FOR SHARE) and
-// refuses SUPERSEDED unless it is run with the same barrier (FR-APR09: runs
-// are read, never written). The slice reads it twice: first without a row
-// lock, to refuse early; then FOR SHARE as the last read before the cursor
-// moves, which holds until COMMIT. Between the two, a change that committed
-// is seen by the second read and refuses the slice, and a change not yet
-// committed makes it wait and then refuses it, so the run the slice commits
-// under is the run it was verified against. The live projector updates the
-// run row (its max observed seq) in every write: a FOR SHARE taken first
-// would make every live write wait for the whole slice, even on keys the
-// slice does not lock.
-func sameRun(ctx context.Context, tx pgx.Tx, run Run, forShare bool) error {
-	q := `SELECT ` + runColumns + ` FROM projection_runs WHERE scope = $1 AND selected`
-	if forShare {
-		q = `SELECT ` + runColumns + ` FROM projection_runs WHERE scope = $1 AND selected FOR SHARE`
-	}
-	now, err := scanRun(tx.QueryRow(ctx, q, run.Scope))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return refuse(codes.Superseded, "scope %q no longer has a selected run", run.Scope)
-	}
-	if err != nil {
-		return dbErr("store: re-read run", err)
-	}
-	if !now.SameBarrier(run) {
-		return refuse(codes.Superseded, "run changed: was %d/%s/%s, now %d/%s/%s",
-			run.RunID, run.Phase, run.DescriptorHash, now.RunID, now.Phase, now.DescriptorHash)
-	}
-	return nil
 }

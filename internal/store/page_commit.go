@@ -120,12 +120,8 @@ func (s *Store) readCommitPoint(ctx context.Context, scope string) (commitPoint,
 		if err := WriteLock(ctx, tx, scope); err != nil {
 			return err
 		}
-		err := tx.QueryRow(ctx, `SELECT verified_through_seq, chain_digest, last_verified_at FROM projection_catchup_cursor WHERE scope = $1`,
-			scope).Scan(&pt.through, &pt.digest, &pt.verifiedAt)
-		if errors.Is(err, pgx.ErrNoRows) {
-			g := Genesis(scope) // the pre-page point of a page that would have created the cursor
-			pt, err = commitPoint{through: g.VerifiedThroughSeq, digest: g.ChainDigest}, nil
-		}
+		var err error
+		pt, err = cursorCommitPoint(ctx, tx, scope)
 		return err
 	})
 	if err != nil {

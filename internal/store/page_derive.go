@@ -19,6 +19,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 
@@ -30,33 +31,15 @@ import (
 )
 
 // derive reads every touched key's pre-page row, basis and retained trades,
-// checks the key (UNPROVEN_INITIAL_BALANCE, OPENING_CONFLICT,
-// UNEXPLAINED_BALANCE) and re-derives it (R1).
-//
-// The balance rule (UNEXPLAINED_BALANCE), for every key the page touches
-// through an inserted OR an already retained trade or an opening:
-//
-//	stored quantity == start quantity + Σ signed quantity of the key's retained
-//	BOOKED trades after the start
-//
-// where start is the key's proven start (proveStart: its basis, the fold
-// through the cursor when a verified page last touched it; else the stored
-// opening only when this page holds the opening event it must equal; else
-// zero, and a stored non-zero opening refuses), and a key with retained
-// trades must have a row. Quantity is
-// a sum, independent of order, so a correct arrival-order projection always
-// passes; only balances written without a retained trade behind them (manual
-// edits, lost updates, double applies) fail. Average cost is not compared: it
-// is order-dependent and is exactly what the re-derivation repairs (R1).
+// checks the key and re-derives it (R1). The balance rule: a key's stored
+// quantity must equal its proven start (proveStart) plus the signed
+// quantities of its retained BOOKED trades after the start, and a key with
+// retained trades must have a row; else UNEXPLAINED_BALANCE (a manual edit,
+// a lost update, a double apply). Average cost is order-dependent and is not
+// compared: it is what the re-derivation repairs.
+// docs/design/page-transaction.md, "The balance rule".
 func (w *pageTx) derive(ctx context.Context) error {
-	rows, err := w.tx.Query(ctx, `
-SELECT k.account, k.instrument, p.scope IS NOT NULL,
-       coalesce(p.quantity, 0), coalesce(p.avg_cost, 0), coalesce(p.opening_quantity, 0), coalesce(p.opening_avg_cost, 0),
-       coalesce(p.opening_proven, true), p.opening_seq, b.basis_seq, coalesce(b.quantity, 0), coalesce(b.avg_cost, 0),
-       b.derived_quantity, b.derived_avg_cost
-  FROM page_keys k
-  LEFT JOIN positions p ON p.scope = $1 AND p.account = k.account AND p.instrument = k.instrument
-  LEFT JOIN projection_catchup_basis b ON b.scope = $1 AND b.account = k.account AND b.instrument = k.instrument`, w.scope)
+	rows, err := w.tx.Query(ctx, touchedKeysSQL, w.scope)
 	if err != nil {
 		return dbErr("store: read touched keys", err)
 	}
@@ -155,30 +138,15 @@ SELECT k.account, k.instrument, p.scope IS NOT NULL,
 }
 
 // proveStart returns the state a touched key's pre-page balance is checked
-// from, refusing an opening nothing proves. A flag in SQL proves nothing
-// (opening_proven, opening_seq are whatever a writer stored): an opening is
-// proven only by the verified source event itself (in this page, same seq
-// and values) or by the key's basis, which an earlier verified page derived
-// from such an event. Hence, in this order:
-//
-//   - a basis: the start is the basis (the fold through the cursor); an
-//     opening event arriving now follows verified trades: OPENING_CONFLICT;
-//   - an opening event in the page: it must not follow any trade of the key
-//     (retained, or in the page, at a seq <= its own), else OPENING_CONFLICT,
-//     whatever the page boundaries (one ledger, one verdict: folding earlier
-//     trades onto a later opening in one page while refusing the same ledger
-//     split over two pages would make the verdict depend on the page size);
-//     a stored opening must be that event (same seq and values) or, without
-//     provenance, zero or equal to it; the start is the stored opening,
-//     which is then the source's or zero (a lost opening event);
-//   - neither: the start is zero. A stored non-zero opening is unproven
-//     (UNPROVEN_INITIAL_BALANCE without opening_seq) or contradicts the
-//     verified source (OPENING_CONFLICT: an opening_seq <= the page's
-//     through names a verified window whose source has no such opening, and
-//     one beyond it would follow the trades through which the page touches
-//     the key). Without this, a row claiming a proven opening of 7 would be
-//     certified CURRENT at 7 plus its trades where the source derives 0 plus
-//     its trades.
+// from. A flag in SQL proves nothing: an opening is proven only by the
+// verified source event (in this page, same seq and values) or by the key's
+// basis, which a verified page derived. So: a basis is the start (an
+// opening arriving now is OPENING_CONFLICT); else an opening event in the
+// page, which must follow none of the key's trades and match any stored
+// opening; else zero, and a stored non-zero opening refuses
+// (UNPROVEN_INITIAL_BALANCE or OPENING_CONFLICT). Without this, a row
+// claiming an opening of 7 would be certified at 7 plus its trades where the
+// source derives 0 plus its trades. docs/design/page-transaction.md.
 func (w *pageTx) proveStart(r *posRow, open *wire.Opening, retained []position.NumFill) (position.State, error) {
 	if r.basisSeq != nil {
 		if open != nil {
@@ -235,13 +203,7 @@ func (w *pageTx) proveStart(r *posRow, open *wire.Opening, retained []position.N
 func (w *pageTx) checkPhantomBalances(ctx context.Context) error {
 	var acct, instr string
 	var qty decimal.Decimal
-	err := w.tx.QueryRow(ctx, `
-SELECT p.account, p.instrument, p.quantity FROM positions p
- WHERE p.scope = $1 AND (p.quantity <> 0 OR p.avg_cost <> 0) AND (p.opening_seq IS NULL OR p.opening_seq <= $2)
-   AND NOT EXISTS (SELECT 1 FROM projection_catchup_basis b WHERE b.scope = $1 AND b.account = p.account AND b.instrument = p.instrument)
-   AND NOT EXISTS (SELECT 1 FROM trades t WHERE t.scope = $1 AND t.buy_account = p.account AND t.instrument = p.instrument)
-   AND NOT EXISTS (SELECT 1 FROM trades t WHERE t.scope = $1 AND t.sell_account = p.account AND t.instrument = p.instrument)
- LIMIT 1`, w.scope, w.p.through).Scan(&acct, &instr, &qty)
+	err := w.tx.QueryRow(ctx, phantomBalancesSQL, w.scope, w.p.through).Scan(&acct, &instr, &qty)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -250,3 +212,21 @@ SELECT p.account, p.instrument, p.quantity FROM positions p
 	}
 	return refuse(codes.UnexplainedBalance, "key %s/%s holds %s but no source event or retained trade explains it", acct, instr, qty)
 }
+
+// posRow is one touched key: its pre-page row, its starting point and result.
+type posRow struct {
+	k                key
+	exists           bool
+	pre              position.State
+	openQty, openAvg decimal.Decimal
+	openProven       bool
+	openSeq          *int64
+	basisSeq         *int64
+	basis            position.State
+	final, newBasis  position.State
+	changed          bool
+	derived          *position.State // the basis row's derived position (NULL: nil)
+	deferred         bool            // the slice took derived as the key's fold (derivedHolds)
+}
+
+func (r posRow) describe() string { return fmt.Sprintf("%s/%s", r.k.account, r.k.instrument) }

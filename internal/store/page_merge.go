@@ -26,46 +26,13 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
-// Merged pages (issue 12, goal 1; docs/performance.md "Slices across
-// pages").
-//
-// A fetched page is the fetch unit and holds at most source.MaxPageEvents
-// events; each slice pays a fixed cost (about 25 statements: the lease, run
-// and cursor re-reads, the key locks, and the position, basis and outbox rows
-// of every key it touches, however few of its events touch them). A catch-up
-// whose next pages are already fetched and verified may let one slice span
-// several of them: Merge joins consecutive prepared pages into one unit that
-// ApplyPrepared slices as it slices a page. Nothing else changes: a slice is
-// a page in every respect FR-APR06 names (its window, its chain digests at
-// both ends, the refusals, R1 and R2, one compare-and-set of the cursor), and
-// slices are still cut between commands only; a page boundary is a command
-// boundary. While a live write waits for a slice's keys the slice sizer cuts
-// slices to the budget as before (slice.go); only a scope nobody writes
-// live, or whose live writes touch other keys, gets the longer slices.
-//
-// Merge joins only what applying the pages one after the other would apply
-// identically, and refuses (returns false, changing nothing) otherwise:
-//   - both pages verified whole against the same run (PreparePage), neither
-//     applied, neither idle;
-//   - consecutive: the second starts at the first's throughSeq with the
-//     first's digestThrough, so the chain verified page by page is one chain;
-//   - the first applies all its events (a DRAINING run that keeps a prefix of
-//     it ends its catch-up there);
-//   - the source boundary does not move back (the cursor records the largest
-//     one observed, and CURRENT is decided against the last page's);
-//   - no trade id, order version or opening key is in both pages: the pages'
-//     duplicate rules (checkDecoded) are page-wide, and a duplicate across
-//     two pages is refused by the second page's window checks against what
-//     the first committed, which a merged slice would not see;
-//   - the unit stays bounded: at most maxMergedEvents events.
-//
-// A caller that cannot merge applies the pages one by one, as before.
-//
-// A refusal of a slice across merged pages would stop the cursor before the
-// first of them, where applying them one by one stops it at the page
-// refused: ApplyPrepared then cuts that slice again with page ends as
-// bounds (pagePrep.bounded), so the pages before it commit and the refusal
-// comes from the page's own slice.
+// Merged pages (docs/design/page-transaction.md, "Merged pages"): Merge
+// joins consecutive prepared pages into one unit that ApplyPrepared slices as
+// it slices a page, only when applying them one after the other would apply
+// exactly the same (same run, one chain, the first applied whole, boundary
+// not moving back, no id in both, bounded size). A slice across merged pages
+// that is refused is cut again at page ends (pagePrep.bounded), so the cursor
+// stops where applying the pages one by one stops it.
 
 // maxMergedEvents bounds a merged unit: FR-APR10 "pages are bounded", and a
 // merged unit is what ApplyPrepared holds in memory at once.

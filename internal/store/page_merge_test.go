@@ -76,7 +76,7 @@ SELECT count(*) FROM positions p
 	}
 }
 
-// Issue 12, goal 1 (page_merge.go): pages merged into one unit commit the
+// Merged pages (page_merge.go): pages merged into one unit commit the
 // projection the pages commit one by one, in fewer transactions, equal to
 // an independent replay of the source, and each key's latest publication is
 // its final position (R2).

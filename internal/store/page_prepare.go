@@ -520,11 +520,9 @@ type fillRow struct {
 }
 
 // tradeNums are a trade's quantity and price as the fold takes them
-// (position.Num). Converting a decimal reads its big.Int: two dependent
-// memory reads per amount, over a unit's worth of trades decoded a while
-// before, which the applying goroutine paid between a slice's statements
-// (issue 12, goal 1). prepare converts them instead, where the unit is
-// decoded, beside the commit of the unit before.
+// (position.Num), converted by prepare where the unit is decoded rather than
+// by the applying goroutine between a slice's statements, under the lock
+// (docs/design/page-transaction.md, "Encoding off the applying goroutine").
 type tradeNums struct{ qty, price position.Num }
 
 // numsOf converts the amounts of decoded's trades (trades of them), in order.

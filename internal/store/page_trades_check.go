@@ -29,47 +29,11 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
-// Window first, probes for the rest (FR-APR06; issue 12, goals 3 and 4).
-//
-// A page's retained rows are found in two steps: one range scan of the
-// window (after, through] through the (scope, seq) index, then primary-key
-// probes for only the page rows the window did not show. The window shows a
-// retained row of a page event exactly when the row sits at a seq inside the
-// window, and the key (trade_id; order_id and version) is unique, so a page
-// row the window shows has no other retained row a probe could find. A page
-// whose rows are retained where the source puts them (a re-verification
-// after a cursor reset, a gap the live projector mostly wrote) therefore
-// reads them in index order, with no probe: one random probe per row into a
-// table four times larger cost about 1.5 times as much per row, and made
-// re-verification superlinear (t(4N)/t(N) ≈ 5 at 1M events). A bootstrap
-// into an empty projection finds an empty window and probes every row, as
-// before.
-
-// windowTradesSQL reads every retained trade positioned in the window, in
-// authoritative order, for checkTrades to compare in Go. A plain range scan
-// of trades_scope_seq: nothing for the planner to turn into a join.
-const windowTradesSQL = `
-SELECT trade_id, seq, trade_seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, booking_status
-  FROM trades WHERE scope = $1 AND seq > $2 AND seq <= $3
- ORDER BY seq, trade_seq`
-
-// probeTradesSQL reads the retained rows of the page trades the window did
-// not show, one primary-key probe each (LATERAL: never a scan of the scope,
-// whatever the statistics say; LIMIT 1, see pkProbe).
-const probeTradesSQL = `
-SELECT t.trade_id, t.seq, t.trade_seq, t.instrument, t.price, t.quantity, t.buy_order_id, t.sell_order_id, t.buy_account,
-       t.sell_account, t.ts, t.booking_status
-  FROM unnest($2::text[]) AS i(id)
-  CROSS JOIN LATERAL (SELECT * FROM trades t WHERE t.scope = $1 AND t.trade_id = i.id ` + pkProbe + `) t`
-
-// pkProbe: every LATERAL probe of a whole primary key (trades by trade_id,
-// orders by order_id, order_events by order_id and version) ends in LIMIT 1.
-// The key is unique, so the limit changes no result; it makes the planner
-// probe with a plain index scan. Without it, over tables whose statistics
-// lag a bulk catch-up, the planner estimated a few rows per key and probed
-// each with a bitmap heap scan: 17.3 ms for the current rows of 3,252 page
-// orders at 1,000,000 events, 7.7 ms with LIMIT 1 (docs/performance.md).
-const pkProbe = "LIMIT 1"
+// Window first, probes for the rest (FR-APR06; docs/design/page-transaction.md):
+// retained rows are read by one range scan of the window (after, through]
+// and primary-key probes for only the page rows the window did not show. The
+// keys are unique, so a page row the window shows has no other retained row
+// a probe could find; reading in index order keeps re-verification linear.
 
 // retainedTrade is one retained trade row as checkTrades compares it.
 type retainedTrade struct {

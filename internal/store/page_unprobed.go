@@ -26,47 +26,15 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 )
 
-// The unprobed first attempt (FR-APR06; issue 12, goal 1).
-//
-// After its window read, a slice probes by primary key the page trades and
-// order versions the window did not show (page_trades_check.go). Such a
-// probe can only ever find a refusal: trade_id and (order_id, version) are
-// keys, so a retained row of a page event that the window did not show sits
-// at another seq (TRADE_ / ORDER_PROVENANCE_CONFLICT) or at none
-// (UNKNOWN_LEGACY_HISTORY). Every row such a probe would find is also a row
-// the slice's COPY of its missing trades or versions would collide with on
-// that key. So a slice first runs without those probes, and when that
-// attempt ends in a refusal or its COPY in a unique violation, it rolls
-// back and runs again with every probe, which names the refusal exactly as
-// a probed slice does (ORPHAN_TRADE first, then the earliest page trade, the
-// trade checks before the order checks). A slice that commits unprobed
-// wrote what a probed one would have: every probe it skipped would have
-// found nothing. In a bootstrap of 1,000,000 events the skipped probes took
-// about 1.25 s of the 4.7 s spent beside the COPYs (docs/performance.md).
-//
-// Still probed: the current orders rows of page orders the window did not
-// show. A newer version retained beyond the window (the live projector ahead
-// of a gap) is legitimate there and decides whether the slice inserts the
-// row or leaves it (orders never rewind). Except for orders born in the
-// slice (their version 1 is in it) when no orders row of the scope lies
-// beyond the slice's window (ordersBeyondSQL; a bootstrap into an empty
-// projection, or behind a live projector that is not ahead): such an
-// order's current row, if any, sits at a seq the window did not show and
-// not beyond it, so at or before the slice's after, where only a refusal
-// can be (ORDER_PROVENANCE_CONFLICT), and the slice's COPY of the row
-// collides with it on the orders key. Where rows lie beyond (a live
-// projector ahead of a gap, a re-verification), they are probed: there a
-// collision, and a second attempt, would be the rule.
-//
-// What this rests on is checked in every slice before it skips a probe, not
-// assumed: unique, valid, immediate, non-partial indexes on exactly trades
-// (scope, trade_id), order_events (scope, order_id, version) and orders
-// (scope, order_id) (keysEnforcedSQL). The base tables belong to the trade-processor; without
-// those keys a skipped probe's row would be duplicated instead of refused,
-// so a slice over tables without them probes everything. The check runs
-// after checkLegacy has read both tables: from then on the transaction holds
-// their ACCESS SHARE locks, which a DROP of either index or constraint must
-// wait for, so the keys it saw still hold when the COPY runs.
+// The unprobed first attempt (FR-APR06; docs/design/page-transaction.md,
+// "The unprobed first attempt"). A probe of a page row the window did not
+// show can only find a refusal, and every such row would also collide with
+// the slice's COPY on its key. So a slice first runs without those probes;
+// a refusal or a unique violation rolls it back and it runs again probing
+// everything, which names the refusal as a probed slice does. This rests on
+// the keys being enforced (keysEnforcedSQL, checked in every slice before a
+// probe is skipped): without them a skipped row would be duplicated, not
+// refused.
 
 // errUnprobedKey: a COPY of an unprobed slice collided with a retained row
 // on a key that a skipped probe would have found; the slice runs again with
@@ -154,8 +122,6 @@ func currentOrderProbes(ids []string, lo, hi []int64, cur, born []bool) (curIDs 
 
 // ordersBeyondSQL: does an orders row of the scope lie beyond a seq? One
 // backward probe of orders (scope, seq).
-const ordersBeyondSQL = `SELECT EXISTS (SELECT 1 FROM orders WHERE scope = $1 AND seq > $2)`
-
 // withoutBornHere drops from ids the orders born in the slice (bornHere[i]:
 // the slice holds version 1 of ids[i]; born of them) when no orders row of
 // the scope lies beyond the slice's window (see above), and marks the slice

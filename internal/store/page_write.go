@@ -18,8 +18,6 @@ package store
 
 import (
 	"context"
-
-	"github.com/projection-recovery/projection-recovery/internal/wire"
 )
 
 // write persists the page: missing trades, order versions, current order
@@ -52,64 +50,28 @@ func (w *pageTx) write(ctx context.Context, ws *writeStreams) error {
 	if err := w.copyPagePositions(ctx); err != nil {
 		return dbErr("store: copy positions", err)
 	}
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO positions AS p (scope, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, updated_at)
-SELECT $1, account, instrument, opening_quantity, opening_avg_cost, opening_proven, opening_seq, quantity, avg_cost, clock_timestamp()
-  FROM page_positions
-ON CONFLICT (scope, account, instrument) DO UPDATE SET
-    opening_quantity = EXCLUDED.opening_quantity, opening_avg_cost = EXCLUDED.opening_avg_cost,
-    opening_proven = EXCLUDED.opening_proven, opening_seq = EXCLUDED.opening_seq,
-    quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost, updated_at = EXCLUDED.updated_at
-WHERE (p.quantity, p.avg_cost, p.opening_quantity, p.opening_avg_cost, p.opening_proven, p.opening_seq)
-      IS DISTINCT FROM (EXCLUDED.quantity, EXCLUDED.avg_cost, EXCLUDED.opening_quantity, EXCLUDED.opening_avg_cost,
-                        EXCLUDED.opening_proven, EXCLUDED.opening_seq)`, w.scope); err != nil {
+	if _, err := w.tx.Exec(ctx, positionsUpsertPageSQL, w.scope); err != nil {
 		return dbErr("store: upsert positions", err)
 	}
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO projection_catchup_basis AS b (scope, account, instrument, basis_seq, quantity, avg_cost, derived_quantity, derived_avg_cost, deferred)
-SELECT $1, account, instrument, $2, basis_quantity, basis_avg_cost, quantity, avg_cost, deferred FROM page_positions
-ON CONFLICT (scope, account, instrument) DO UPDATE SET
-    basis_seq = EXCLUDED.basis_seq, quantity = EXCLUDED.quantity, avg_cost = EXCLUDED.avg_cost,
-    derived_quantity = EXCLUDED.derived_quantity, derived_avg_cost = EXCLUDED.derived_avg_cost, deferred = EXCLUDED.deferred`, w.scope, w.p.through); err != nil {
+	if err := basisUpsertPage(ctx, w.tx, w.scope, w.p.through); err != nil {
 		return dbErr("store: upsert basis", err)
 	}
 	// R2: one outbox row per key whose final position differs from its
 	// pre-page value; published after commit by internal/notify.
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO projection_catchup_outbox (msg_id, scope, account, instrument, quantity, avg_cost, cursor_seq)
-SELECT `+msgIDSQL+`, $1, account, instrument, quantity, avg_cost, $2 FROM page_positions WHERE changed
-ON CONFLICT (msg_id) DO NOTHING`, w.scope, w.p.through); err != nil {
+	if err := outboxInsertPage(ctx, w.tx, w.scope, w.p.through); err != nil {
 		return dbErr("store: outbox", err)
 	}
 	return nil
 }
 
-// msgIDSQL is the notification idempotency key (Nats-Msg-Id):
-// position/<scope>/<account>/<instrument>/<cursor seq>/<qty>@<avg>, names
-// length-prefixed so that a '/' inside one cannot collide. The value is part
-// of the key: after a cursor reset (FR-APR07) a page may end at the same seq
-// with a different position, and that notification must not be mistaken for
-// the one already sent.
-const msgIDSQL = `'position/' || length($1::text) || ':' || $1::text || '/' || length(account) || ':' || account || '/' ||
-       length(instrument) || ':' || instrument || '/' || $2::bigint || '/' || trim_scale(quantity)::text || '@' || trim_scale(avg_cost)::text`
-
 // writeOrders moves each page order's current row to the latest version the
-// slice holds, and only ever forward: a newer version already written by the
-// live feed is never rewound to the slice's older one. checkOrders read, in
-// this transaction and under the projection write lock of the orders' keys,
-// the current row of every page order id (w.orderRows), and verified every
-// version of the window against its source event, so the slice's source
-// events are the window's rows:
-//
-//   - an order without a current row gets one by COPY (during a catch-up
-//     from genesis, nearly all of them);
-//   - an order whose row holds an older version is updated from its
-//     order_events row, by primary key, with the same forward-only guard;
-//   - an order whose row holds this version or a newer one is left alone.
-//
-// encodeOrders sorted the slice's orders into those cases. If another writer
-// created a row meanwhile anyway, the COPY fails on the primary key and the
-// slice rolls back: nothing is overwritten.
+// slice holds, only ever forward: a newer version the live feed wrote is never
+// rewound. checkOrders read every page order's current row under the key
+// locks (w.orderRows) and encodeOrders sorted them: no row, a COPY; an older
+// version, an upsert from its order_events row with the forward-only guard;
+// this version or newer, nothing. A row another writer created meanwhile
+// fails the COPY on the primary key and rolls the slice back: nothing is
+// overwritten.
 func (w *pageTx) writeOrders(ctx context.Context, ws *writeStreams) error {
 	if _, err := ws.orders.send(ctx, w.tx, copyOrdersSQL); err != nil {
 		return w.copyErr("store: insert orders", err)
@@ -117,111 +79,8 @@ func (w *pageTx) writeOrders(ctx context.Context, ws *writeStreams) error {
 	if len(ws.ids) == 0 {
 		return nil
 	}
-	if _, err := w.tx.Exec(ctx, `
-INSERT INTO orders AS o (scope, order_id, version, seq, account, instrument, side, price, quantity, remaining, status, ts)
-SELECT e.scope, e.order_id, e.version, e.seq, e.account, e.instrument, e.side, e.price, e.quantity, e.remaining, e.status, e.ts
-  FROM unnest($2::text[], $3::bigint[]) AS u(id, version)
- CROSS JOIN LATERAL (SELECT * FROM order_events e WHERE e.scope = $1 AND e.order_id = u.id AND e.version = u.version `+pkProbe+`) e
-ON CONFLICT (scope, order_id) DO UPDATE SET
-    version = EXCLUDED.version, seq = EXCLUDED.seq, account = EXCLUDED.account, instrument = EXCLUDED.instrument,
-    side = EXCLUDED.side, price = EXCLUDED.price, quantity = EXCLUDED.quantity, remaining = EXCLUDED.remaining,
-    status = EXCLUDED.status, ts = EXCLUDED.ts
-WHERE o.version < EXCLUDED.version`, w.scope, ws.ids, ws.versions); err != nil {
+	if _, err := w.tx.Exec(ctx, ordersForwardSQL, w.scope, ws.ids, ws.versions); err != nil {
 		return dbErr("store: update orders", err)
 	}
 	return nil
-}
-
-// writeStreams are a slice's COPY streams of what checkTrades and
-// checkOrders found missing (trades, order versions, current order rows) and
-// the orders whose current row is to move forward. encodeWrites builds them
-// in a goroutine while derive reads and folds the slice's keys, so that the
-// applying goroutine does not encode between the slice's statements (issue
-// 12, goal 1; docs/performance.md "What left the slice's path": its CPU fell
-// by two thirds, the catch-up's time did not move beyond this machine's
-// noise, most of it being the COPYs themselves). The goroutine only reads what
-// checkTrades and checkOrders left (w.p, w.existing, w.missingOrders,
-// w.orderRows), which nothing changes after them; derive reads
-// w.existing too, and reads do not race.
-type writeStreams struct {
-	done        chan struct{}
-	trades      *copyBuf
-	orderEvents *copyBuf
-	orders      *copyBuf // current rows of the orders without one
-	ids         []string // orders whose current row holds an older version
-	versions    []int64  // the version each moves to
-}
-
-// encodeWrites starts encoding the slice's write streams; release must
-// follow, whatever happens to the slice.
-func (w *pageTx) encodeWrites() *writeStreams {
-	ws := &writeStreams{done: make(chan struct{})}
-	go func() {
-		defer close(ws.done)
-		ws.trades = w.encodeMissingTrades()
-		ws.orderEvents = w.encodeOrderEvents()
-		ws.orders, ws.ids, ws.versions = w.encodeOrders()
-	}()
-	return ws
-}
-
-// wait returns once the streams are encoded.
-func (ws *writeStreams) wait() { <-ws.done }
-
-// release waits for the encoding and gives its buffers back. Waiting first
-// is what keeps a buffer from being reused while the goroutine still fills it.
-func (ws *writeStreams) release() {
-	ws.wait()
-	for _, c := range []*copyBuf{ws.trades, ws.orderEvents, ws.orders} {
-		if c != nil {
-			putCopyBuf(c)
-		}
-	}
-}
-
-// encodeOrders sorts the slice's orders for writeOrders: for each order id,
-// the latest version the slice holds gets a current row by COPY when the
-// order has none, moves the row forward by upsert when it holds an older
-// version, and is left alone otherwise.
-func (w *pageTx) encodeOrders() (*copyBuf, []string, []int64) {
-	latest := make(map[string]*wire.Order, len(w.p.orders))
-	for _, o := range w.p.orders {
-		if l := latest[o.OrderID]; l == nil || o.Version > l.Version {
-			latest[o.OrderID] = o
-		}
-	}
-	fresh := getCopyBuf(12)
-	var ids []string
-	var versions []int64
-	for _, o := range w.p.orders { // in seq order: the rows go in as they came
-		if latest[o.OrderID] != o {
-			continue
-		}
-		v, ok := w.orderRows[o.OrderID]
-		switch {
-		case !ok:
-			fresh.row()
-			fresh.order(w.scope, o)
-		case v < o.Version:
-			ids, versions = append(ids, o.OrderID), append(versions, o.Version)
-		}
-	}
-	return fresh, ids, versions
-}
-
-// encodeMissingTrades encodes the slice's trades that checkTrades did not
-// find retained, as recovery's own BOOKED rows.
-func (w *pageTx) encodeMissingTrades() *copyBuf {
-	c := getCopyBuf(14)
-	for _, t := range w.p.trades {
-		if w.existing[t.TradeID] {
-			continue
-		}
-		c.row()
-		c.text(w.scope)
-		c.trade(t)
-		c.text("BOOKED")
-		c.text("recovery")
-	}
-	return c
 }

@@ -349,7 +349,7 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 		delivered++
 	}
 	// A page commits in write slices and the projection write lock is free
-	// between them: live writes land there (issue 14), and the page's later
+	// between them: live writes land there (docs/live-writes.md), and the page's later
 	// slices must keep them (R1) and end in the replay all the same.
 	w.s.SetSliceEvents(c.SliceEvents)
 	w.s.SetAfterCommit(func(string) {

@@ -361,7 +361,7 @@ func TestRefusal_SUPERSEDED(t *testing.T) {
 	}
 }
 
-// FR-APR09 with per-key locks (issue 14): the slice reads the run without a
+// FR-APR09 with per-key locks (docs/live-writes.md): the slice reads the run without a
 // row lock first, so that live writes (which update the run row) do not wait
 // for it; a barrier change that commits after that read is seen by the
 // FOR SHARE re-read before the cursor moves, and supersedes the slice:

@@ -24,24 +24,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// WithScopeWrite runs fn as one repair write of l.Scope, exactly the way a
-// page runs (DESIGN.md "Reconciliation": repair handlers write under the
-// projection write lock and the scope's fenced lease):
-//
-//  1. BEGIN;
-//  2. the scope's projection write lock (WriteLock): the live projector and
-//     every page take it first, so a repair never interleaves with either;
-//  3. the lease row FOR UPDATE: our owner and fence, unexpired (FR-APR08),
-//     else LEASE_LOST and nothing is written. The row lock is held to COMMIT,
-//     so a takeover (AcquireLease) waits for the repair, and an owner that
-//     was replaced can never commit one;
-//  4. fn(ctx, tx);
-//  5. COMMIT.
-//
-// Any error from fn, the lock or the fence rolls everything back. Without the
-// write lock a live trade could land between a handler's compare with Before
-// and its write; without the fence a manager that lost the scope could
-// overwrite what the new owner's page just verified.
+// WithScopeWrite runs fn as one repair write of l.Scope, the way a page
+// runs: BEGIN; the scope's projection write lock (WriteLock), which the live
+// projector and every page take first; the lease row FOR UPDATE with our
+// owner and fence, unexpired (FR-APR08), else LEASE_LOST; fn; COMMIT. Any
+// error rolls everything back. Without the write lock a live trade could
+// land between a handler's compare with Before and its write; without the
+// fence a manager that lost the scope could overwrite what the new owner's
+// page just verified (docs/design/page-transaction.md).
 func (s *Store) WithScopeWrite(ctx context.Context, l Lease, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	return s.scopeWrite(ctx, l, fn, false)
 }

@@ -393,7 +393,7 @@ func TestApplyPage_ReadCommittedWithCustomPlans(t *testing.T) {
 // write lock of its scope or of one of its keys when it finished (the sizer
 // keeps slices short only then); the runtime role can see it (pg_locks
 // needs no privilege). A writer holding the per-key lock of keys the slice
-// does not touch neither waits nor counts (issue 14): it commits while the
+// does not touch neither waits nor counts (docs/live-writes.md): it commits while the
 // slice is still open.
 func TestApplyPage_ReportsAWaitingLiveWrite(t *testing.T) {
 	t.Parallel()

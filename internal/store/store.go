@@ -25,11 +25,11 @@ import (
 	_ "embed"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -50,28 +50,22 @@ type Store struct {
 	schemaNewerLogged atomic.Bool
 }
 
-// hooks let in-package tests interleave deterministically with a page
-// transaction (FR-APR08 fence test, database loss mid-page). nil in production.
-type hooks struct {
-	beforeLeaseLock  func(ctx context.Context, tx pgx.Tx) error
-	afterLeaseLocked func(ctx context.Context, tx pgx.Tx) error
-	afterRunRead     func(ctx context.Context, tx pgx.Tx) error // after the slice's first, unlocked read of the run
-	beforeCommit     func(ctx context.Context, tx pgx.Tx) error
-	// commit replaces tx.Commit of a page (e.g. to lose the connection
-	// while COMMIT is in flight); outcomeTimeout, when set, bounds the
-	// re-read that decides a failed commit's outcome (commitOutcomeTimeout).
-	commit         func(ctx context.Context, tx pgx.Tx) error
-	outcomeTimeout time.Duration
-	// foldAll turns deferral off: every slice folds every key in full
-	// (deferred.go), the behaviour deferral must reproduce.
-	foldAll bool
-	// probeAll turns the unprobed first attempt off: every slice probes
-	// every page row its window did not show (page_unprobed.go).
-	probeAll bool
-	// currentProbes, when set, is told how many current orders rows each
-	// slice attempt probes outside the full probe (page_unprobed.go).
-	currentProbes func(n int)
+// Querier runs one statement: a pgx.Tx, a connection or the pool. The
+// exported functions named after a table (LeaseGet, CursorGet, BasisUpsert...)
+// take one, so a caller runs the table's statements in its own transaction
+// while the statements themselves stay in the table's file of this package.
+// They return the driver's error unwrapped: the caller adds its context.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
+
+var (
+	_ Querier = pgx.Tx(nil)
+	_ Querier = (*pgxpool.Pool)(nil)
+	_ Querier = (*pgxpool.Conn)(nil)
+)
 
 // Open connects to dsn and pings.
 func Open(ctx context.Context, dsn string) (*Store, error) {

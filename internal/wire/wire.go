@@ -18,7 +18,7 @@ limitations under the License.
 // member emits for every consensus command, and their canonical JSON encoding.
 //
 // The encoded bytes are what the live NATS feed carries and what the
-// catch-up contract returns (DESIGN.md "Source contract: pinned v1"). They are
+// catch-up contract returns (docs/source-contract.md, "Wire bytes"). They are
 // hashed into the output chain (FR-APR03), so the encoding is canonical: one
 // event has exactly one byte string. Keys appear in a fixed order, there is no
 // insignificant whitespace, decimals have one spelling, timestamps are UTC with

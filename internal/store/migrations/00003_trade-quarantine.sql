@@ -1,5 +1,5 @@
 -- +goose Up
--- 00003 trade-quarantine (reconciliation, DESIGN.md "Reconciliation"):
+-- 00003 trade-quarantine (reconciliation, docs/reconciliation.md):
 -- additive and rerunnable, recovery's own tables only, every one IF NOT
 -- EXISTS; never alters a base table. No Down section (see schema.go).
 SELECT pg_advisory_xact_lock(hashtextextended('projection-recovery:migrate', 0));

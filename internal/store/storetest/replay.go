@@ -31,8 +31,9 @@ type Pos struct{ Qty, Avg *big.Rat }
 
 // Replay computes every key's position from the source in authoritative order
 // ((seq, tradeSeq), buy leg before sell leg) with big.Rat arithmetic and its
-// own half-even rounding: an independent implementation of DESIGN.md's rule
-// that shares no code with internal/position, so a bug there cannot hide.
+// own half-even rounding: an independent implementation of FR-APR06 R1's
+// rule (docs/requirements.md) that shares no code with internal/position,
+// so a bug there cannot hide.
 func Replay(evs []wire.Event) map[Key]Pos {
 	type leg struct {
 		seq, tseq int64
