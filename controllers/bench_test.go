@@ -127,11 +127,11 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkNATSReconnectToCurrent (issue 12, FR-APR10): a CURRENT scope with
-// a one-hour interval falls behind while the NATS server is down (the live
-// feed's events of that time are lost to the live projector); from the
-// moment the server is back, the manager's reconnect edge triggers a cycle
-// and the scope is CURRENT again at the new boundary. Reports that time
+// BenchmarkNATSReconnectToCurrent (FR-APR10, docs/performance.md): a CURRENT
+// scope with a one-hour interval falls behind while the NATS server is down
+// (the live feed's events of that time are lost to the live projector); from
+// the moment the server is back, the manager's reconnect edge triggers a
+// cycle and the scope is CURRENT again at the new boundary. Reports that time
 // (status polled every 5 ms) and the commands the scope fell behind by.
 //
 //	go test -run '^$' -bench NATSReconnectToCurrent -benchtime 1x ./controllers

@@ -287,13 +287,13 @@ func e2eEvents() int {
 	return 40_000
 }
 
-// BenchmarkEndToEnd (issue 12, goals 2 and 4): a catch-up from genesis
-// through the real manager (member over HTTP, verifying client, controller
-// cycles, status writes, real PostgreSQL) with the default spec, against
-// the store alone on the same pages in the same run, at N/4 and N stream
-// events, the unit of the store's benchmarks and of the issue's goals (a
-// consensus seq, one command, yields about 2.8 of them).
-// Goals: e2e/store ≥ 0.7 and t(4N)/t(N) ≤ 4.4.
+// BenchmarkEndToEnd (docs/performance.md, "End to end counts stream events"):
+// a catch-up from genesis through the real manager (member over HTTP,
+// verifying client, controller cycles, status writes, real PostgreSQL) with
+// the default spec, against the store alone on the same pages in the same
+// run, at N/4 and N stream events, the unit of the store's benchmarks and of
+// docs/performance.md's goals (a consensus seq, one command, yields about 2.8
+// of them). Goals: e2e/store ≥ 0.7 and t(4N)/t(N) ≤ 4.4.
 //
 //	PROJECTION_BENCH_EVENTS=1000000 go test -run '^$' -bench EndToEnd -benchtime 1x -timeout 60m ./controllers
 func BenchmarkEndToEnd(b *testing.B) {

@@ -16,9 +16,10 @@ limitations under the License.
 
 package controllers
 
-// Fuzz targets of the spec-derived and status paths (issue 13 item 4). They
-// run as plain tests over their seeds (and the inputs committed under
-// testdata/fuzz/) in `make test`, and as fuzzers in `make fuzz`.
+// Fuzz targets of the spec-derived and status paths: whatever a spec or an
+// outcome holds, they neither panic nor render a status the API server
+// refuses. They run as plain tests over their seeds (and the inputs committed
+// under testdata/fuzz/) in `make test`, and as fuzzers in `make fuzz`.
 
 import (
 	"encoding/json"
@@ -92,13 +93,14 @@ func FuzzSpecSchedule(f *testing.F) {
 }
 
 // FuzzComputeStatus: the status the controller renders for any outcome is one
-// the API server accepts and that settles. Messages stay within maxMessage and
-// are valid UTF-8 (the JSON encoder would otherwise rewrite the bytes, status
-// would never DeepEqual what the server returns, and every reconcile would
-// write again); conditions pass metav1 validation (an invalid reason makes the
-// whole status patch fail); rendering twice at a later time changes nothing
-// (no status write when nothing changed); and no secret of the scope appears
-// anywhere in the rendered status (issue 13 item 6).
+// the API server accepts and that settles. Messages stay within maxMessage
+// and are valid UTF-8 (the JSON encoder would otherwise rewrite the bytes,
+// status would never DeepEqual what the server returns, and every reconcile
+// would write again); conditions pass metav1 validation (an invalid reason
+// makes the whole status patch fail); rendering twice at a later time changes
+// nothing (no status write when nothing changed); and no secret of the scope
+// appears anywhere in the rendered status (docs/security.md, "Nothing secret
+// reaches people").
 func FuzzComputeStatus(f *testing.F) {
 	f.Add(uint8(1), uint8(0), "cycle failed: dial tcp 127.0.0.1:5432: connect: connection refused", "s3cr3t-pass", "tok-abcdef", int64(10), int64(20), int32(0), false, true)
 	f.Add(uint8(4), uint8(7), strings.Repeat("é", 700), "pässwörd", "t", int64(0), int64(0), int32(5), true, false)

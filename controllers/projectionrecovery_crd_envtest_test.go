@@ -53,10 +53,10 @@ func hostileBase() map[string]any {
 	}
 }
 
-// TestEnvtest_HostileSpecsAreRefusedWithAMessage (issue 13 item 5): huge
-// strings, odd durations, wrong types and unknown fields never reach etcd.
-// Each is refused by the API server itself (OpenAPI bounds, CEL, strict field
-// validation), as Invalid or BadRequest, with a message naming the field.
+// TestEnvtest_HostileSpecsAreRefusedWithAMessage: huge strings, odd
+// durations, wrong types and unknown fields never reach etcd. Each is refused
+// by the API server itself (OpenAPI bounds, CEL, strict field validation), as
+// Invalid or BadRequest, with a message naming the field.
 func TestEnvtest_HostileSpecsAreRefusedWithAMessage(t *testing.T) {
 	ns := newNamespace(t)
 	huge := strings.Repeat("a", 1<<20)
@@ -123,12 +123,11 @@ func TestEnvtest_HostileSpecsAreRefusedWithAMessage(t *testing.T) {
 	}
 }
 
-// TestEnvtest_RandomSpecsAreRefusedOrReconciled (issue 13 item 5): seeded
-// random specs, mixing valid and hostile values field by field. Each one is
-// either refused by the API server with a message, or accepted and then
-// reconciled (status written for its generation, conditions valid) without a
-// panic in any reconcile. PROJECTION_HOSTILE_SEED replays a run; the seed is
-// logged.
+// TestEnvtest_RandomSpecsAreRefusedOrReconciled: seeded random specs, mixing
+// valid and hostile values field by field. Each one is either refused by the
+// API server with a message, or accepted and then reconciled (status written
+// for its generation, conditions valid) without a panic in any reconcile.
+// PROJECTION_HOSTILE_SEED replays a run; the seed is logged.
 func TestEnvtest_RandomSpecsAreRefusedOrReconciled(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("PROJECTION_HOSTILE_SEED"); s != "" {

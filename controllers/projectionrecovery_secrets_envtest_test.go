@@ -43,13 +43,14 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/reference/member"
 )
 
-// TestEnvtest_SecretsNeverLeak (issue 13 item 6): a scope runs with
-// distinctive secret values (the DSN's password, the member's bearer token,
-// the CA bundle) through a refusal (a wrong token), a rotation (the right
-// token), a catch-up to CURRENT over verified TLS, and a database outage (the
-// DSN rotated to a dead server with another password, then back), with every
-// log line captured at debug level. None of the values may appear in status,
-// events, logs, metrics or the completeness endpoint.
+// TestEnvtest_SecretsNeverLeak (docs/security.md, "Nothing secret reaches
+// people"): a scope runs with distinctive secret values (the DSN's password,
+// the member's bearer token, the CA bundle) through a refusal (a wrong
+// token), a rotation (the right token), a catch-up to CURRENT over verified
+// TLS, and a database outage (the DSN rotated to a dead server with another
+// password, then back), with every log line captured at debug level. None of
+// the values may appear in status, events, logs, metrics or the completeness
+// endpoint.
 func TestEnvtest_SecretsNeverLeak(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)

@@ -33,9 +33,10 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// Issue 12 item 8: during a catch-up a cycle writes status at most once, and
-// what each committed page costs the API server is counted (every request
-// the manager sends, its start-up, cache and watches included) and bounded.
+// TestEnvtest_CatchUpWritesStatusAtMostOncePerCycle (docs/performance.md):
+// during a catch-up a cycle writes status at most once, and what each
+// committed page costs the API server is counted (every request the manager
+// sends, its start-up, cache and watches included) and bounded.
 func TestEnvtest_CatchUpWritesStatusAtMostOncePerCycle(t *testing.T) {
 	ns := newNamespace(t)
 	f := newFixture(t, "writes", 600, 0.3)

@@ -42,7 +42,8 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// scaleRun is one manager running many small scopes (issue 12, goal 5).
+// scaleRun is one manager running many small scopes (docs/performance.md,
+// "Idle cost at 1,000 scopes").
 type scaleRun struct {
 	scopes   int
 	interval time.Duration // spec.interval of every scope
@@ -388,12 +389,13 @@ func BenchmarkHundredScopes(b *testing.B) {
 	}
 }
 
-// BenchmarkThousandScopes (issue 12, goal 5): 1,000 small scopes on one
-// manager at the 30 s interval catch up from genesis, then idle for one
-// interval; "in-process" counts exactly (Secret reads, statements) but its
-// CPU and heap include the 1,000 members and the harness; "binary" is the
-// real manager process, its CPU and heap its own. Goals: ≤ 0.05 CPU-s/s and ≤ 256 MiB heap idle; per idle cycle
-// 0 Secret reads, 0 status writes, ≤ 1 source request, ≤ 2 statements.
+// BenchmarkThousandScopes (docs/performance.md, "Idle cost at 1,000 scopes"):
+// 1,000 small scopes on one manager at the 30 s interval catch up from
+// genesis, then idle for one interval; "in-process" counts exactly (Secret
+// reads, statements) but its CPU and heap include the 1,000 members and the
+// harness; "binary" is the real manager process, its CPU and heap its own.
+// Goals: ≤ 0.05 CPU-s/s and ≤ 256 MiB heap idle; per idle cycle 0 Secret
+// reads, 0 status writes, ≤ 1 source request, ≤ 2 statements.
 //
 //	go test -run '^$' -bench ThousandScopes -benchtime 1x -timeout 30m ./controllers
 func BenchmarkThousandScopes(b *testing.B) {
@@ -407,13 +409,14 @@ func BenchmarkThousandScopes(b *testing.B) {
 	}
 }
 
-// BenchmarkThreeManagers (issue 12, goal 6): 3 managers share 3,000 scopes
-// by label selector (1,000 each), then 3 unsharded managers run 300 scopes
-// that all of them watch, where the PostgreSQL lease decides who works a
-// scope. Reports, per mode: scopes whose pages two managers committed
-// (sharded: must be 0; unsharded: a scope is only worked by one at a time,
-// the fence sees to that, but a lease may change hands), status changes
-// while idle (flapping), idle status writes/s and API requests/s.
+// BenchmarkThreeManagers (docs/performance.md, "Several managers"): 3
+// managers share 3,000 scopes by label selector (1,000 each), then 3
+// unsharded managers run 300 scopes that all of them watch, where the
+// PostgreSQL lease decides who works a scope. Reports, per mode: scopes whose
+// pages two managers committed (sharded: must be 0; unsharded: a scope is
+// only worked by one at a time, the fence sees to that, but a lease may
+// change hands), status changes while idle (flapping), idle status writes/s
+// and API requests/s.
 //
 //	go test -run '^$' -bench ThreeManagers -benchtime 1x -timeout 60m ./controllers
 func BenchmarkThreeManagers(b *testing.B) {

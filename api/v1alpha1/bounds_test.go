@@ -26,10 +26,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestCRDs_EveryStringAndListIsBounded (issue 13 item 5): every string of a
-// spec or status carries a maxLength (or is an enum, or a date-time) and every
-// list a maxItems, so that no object, written by a user or by the controller,
-// can bloat etcd; the API server refuses an oversized one with a message that
+// TestCRDs_EveryStringAndListIsBounded: every string of a spec or status
+// carries a maxLength (or is an enum, or a date-time) and every list a
+// maxItems, so that no object, written by a user or by the controller, can
+// bloat etcd; the API server refuses an oversized one with a message that
 // names the field. The generated CRDs are read, not the Go markers: what the
 // API server enforces is what controller-gen wrote.
 //

@@ -31,8 +31,9 @@ import (
 
 // TestCarriedUsable: a cycle starts from the unit its predecessor carried
 // only when the cursor it read is where the unit starts, the run is the one
-// the unit was prepared against, and the spec still asks for the same
-// client and page size, within maxCarryAge (issue 12, goal 2).
+// the unit was prepared against, and the spec still asks for the same client
+// and page size, within maxCarryAge (docs/performance.md, "What the manager
+// does for speed").
 func TestCarriedUsable(t *testing.T) {
 	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	digest := chain.Next(chain.Genesis, []byte("x"))

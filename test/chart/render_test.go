@@ -322,10 +322,10 @@ func TestChart_WriteSliceBudget(t *testing.T) {
 	}
 }
 
-// TestChart_WatchSecrets (issue 12): watchSecrets (default true) becomes
-// --watch-secrets and keeps list and watch on Secrets, in the ClusterRole or
-// in each watched namespace's Role; false drops both verbs, so the manager
-// may only get Secrets.
+// TestChart_WatchSecrets (docs/performance.md, "Idle cost at 1,000 scopes"):
+// watchSecrets (default true) becomes --watch-secrets and keeps list and
+// watch on Secrets, in the ClusterRole or in each watched namespace's Role;
+// false drops both verbs, so the manager may only get Secrets.
 func TestChart_WatchSecrets(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

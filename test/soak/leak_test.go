@@ -22,5 +22,6 @@ import (
 )
 
 // The harness itself (proxies, live projectors, the NATS server, pools,
-// process waiters) leaves no goroutine behind (issue 13 item 2).
+// process waiters) leaves no goroutine behind (docs/soak.md, "What is checked
+// after each batch").
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -13,14 +13,14 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
-// Package soak runs seeded fault schedules against real processes (issue 13):
-// two or more manager processes built with -race, one reference member per
-// schedule, a PostgreSQL cluster and a NATS server of the soak's own, and a
-// real control plane, with managers killed and frozen, PostgreSQL restarted
-// and its backends terminated, NATS restarted, the API server made
-// unreachable, members restarted or slowed, cut and reset through proxies,
-// and the managers' clocks skewed. After each batch every scope must be
-// CURRENT at its member's boundary with SQL equal to an independent replay
+// Package soak runs seeded fault schedules against real processes
+// (docs/soak.md): two or more manager processes built with -race, one
+// reference member per schedule, a PostgreSQL cluster and a NATS server of
+// the soak's own, and a real control plane, with managers killed and frozen,
+// PostgreSQL restarted and its backends terminated, NATS restarted, the API
+// server made unreachable, members restarted or slowed, cut and reset through
+// proxies, and the managers' clocks skewed. After each batch every scope must
+// be CURRENT at its member's boundary with SQL equal to an independent replay
 // (check.go).
 //
 // make test runs 20 schedules with fixed seeds; make soak runs 1,000

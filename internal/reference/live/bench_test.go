@@ -39,19 +39,20 @@ const (
 	liveAlone = 5 * time.Second
 )
 
-// BenchmarkLiveDuringCatchUp (issue 14, docs/live-writes.md): the live
-// projector writes the scope at a steady liveRate, one transaction (under
-// the key locks) per batch of whatever queued, at most live.MaxBatch, exactly
-// as live.Run does; each write's latency runs from its scheduled arrival to
-// its commit, so a stall counts against every write queued behind it. It
-// runs alone for liveAlone, then beside the same catch-up in another
-// database of the same server (the control: shared cores and disk, no shared
-// lock), then during a catch-up of
+// BenchmarkLiveDuringCatchUp (docs/live-writes.md, "What it costs,
+// measured"): the live projector writes the scope at a steady liveRate, one
+// transaction (under the key locks) per batch of whatever queued, at most
+// live.MaxBatch, exactly as live.Run does; each write's latency runs from its
+// scheduled arrival to its commit, so a stall counts against every write
+// queued behind it. It runs alone for liveAlone, then beside the same
+// catch-up in another database of the same server (the control: shared cores
+// and disk, no shared lock), then during a catch-up of
 // PROJECTION_BENCH_EVENTS events from genesis (pages of 10,000 events, the
 // contract's maximum) in its own scope. A second, identical catch-up without
 // live traffic gives the rate to compare with. It runs twice: committing each
-// page in one transaction ("whole-pages", the lock held for a whole page), and
-// in write slices sized to the default lock budget ("slices") and to 50 ms.
+// page in one transaction ("whole-pages", the lock held for a whole page),
+// and in write slices sized to the default lock budget ("slices") and to
+// 50 ms.
 //
 // The live events are newer than the catch-up's boundary (seqs beyond it, as
 // a live feed running while recovery catches up produces) and on accounts the

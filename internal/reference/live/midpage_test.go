@@ -63,14 +63,15 @@ func (g *liveBeyond) write(t *testing.T) {
 	g.during = append(g.during, *g.slices)
 }
 
-// Issue 14: a page commits in write slices and the projection write lock is
-// free between them, so live writes land in the middle of a page: between
-// two slices (late deliveries of events a later slice covers, redeliveries
-// of events an earlier slice applied, new trades on the keys the page is
-// re-deriving), and concurrently, queued on the lock while a slice holds it.
-// None is lost or overwritten: the page's later slices keep them (R1), and
-// every position ends as the independent replay of the source plus the live
-// trades gives; every trade row is stored once, as its event says.
+// TestLiveWritesMidPageAreNeitherLostNorOverwritten (docs/live-writes.md,
+// "Write slices"): a page commits in write slices and the projection write
+// lock is free between them, so live writes land in the middle of a page:
+// between two slices (late deliveries of events a later slice covers,
+// redeliveries of events an earlier slice applied, new trades on the keys the
+// page is re-deriving), and concurrently, queued on the lock while a slice
+// holds it. None is lost or overwritten: the page's later slices keep them
+// (R1), and every position ends as the independent replay of the source plus
+// the live trades gives; every trade row is stored once, as its event says.
 func TestLiveWritesMidPageAreNeitherLostNorOverwritten(t *testing.T) {
 	t.Parallel()
 	src := enginetest.Ledger(t, 14, 400, 4)
