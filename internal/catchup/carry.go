@@ -26,21 +26,17 @@ import (
 
 // CarriedUnit is the first unit of a scope's next cycle: the pages after the
 // unit that spends a cycle's page budget, fetched, verified and merged while
-// that unit commits, and kept between the two cycles.
-// Without it every cycle of a catch-up began by waiting for the member and
-// the verification of its pages (about 100 ms a cycle, a third of what the
-// manager added to the store's own time at 1,000,000 events), and ended with
-// a commit that overlapped nothing.
+// that unit commits, and kept between the two cycles. Without it a cycle
+// begins by waiting for the member and ends with a commit that overlaps
+// nothing (docs/performance.md, "What the manager does for speed").
 //
-// It is used only by the next cycle of the same resource, and only when the
-// cursor that cycle reads from SQL is exactly where the pages start (after,
-// digest), the selected run is the one they were prepared against
-// (store.Run.SameBarrier), and the client and page size are still the spec's:
-// then its pages are the very pages that cycle's first fetches would return,
-// fetched earlier (their chain is verified from that cursor). Anything else
-// (another manager committed in between, a cursor reset, a new run, a changed
-// spec, an error) drops it and the cycle fetches from the cursor as always. No
-// transaction is open while it is fetched.
+// It is used only by the next cycle of the same resource, and only when its
+// pages are the very pages that cycle's first fetches would return: the
+// cursor read from SQL is exactly where they start (after, digest), the
+// selected run is the one they were prepared against (store.Run.SameBarrier),
+// and the client and page size are still the spec's. Anything else drops it
+// and the cycle fetches from the cursor. No transaction is open while it is
+// fetched.
 type CarriedUnit struct {
 	ahead  *pageAhead
 	run    store.Run

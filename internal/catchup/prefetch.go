@@ -24,22 +24,18 @@ import (
 )
 
 // pageAhead is the next unit of a cycle: the pages after the current unit,
-// fetched from the member one after the other and verified
-// (store.PreparePage: identity, ordering, decoding, the chain) and merged
-// into one unit (store.PreparedPage.Merge) while the current unit commits:
-// the member, the verification and the merge then overlap with PostgreSQL's
-// work instead of following it, and the store may commit the unit in fewer,
-// longer write slices than page by page.
+// fetched from the member one after the other, verified (store.PreparePage)
+// and merged (store.PreparedPage.Merge) while the current unit commits, so
+// the member and the verification overlap PostgreSQL's work
+// (docs/performance.md, "What the manager does for speed").
 //
-// The first page is fetched from the cursor the current unit will leave when
-// it commits whole: (its through, its digest-through); each following page
-// from the one before it. They are used only if the unit did commit exactly
-// there; anything else (a DRAINING run that kept a prefix, a slice refused,
-// an error) discards them and, if the cycle goes on, fetches again from the
-// cursor that really stands. Pages fetched ahead are therefore the very
-// requests the sequential cycle would have sent next, only sent earlier. No
-// transaction is open in this goroutine (never hold one across HTTP), and it
-// never outlives its cycle: stop waits for it.
+// The first page is fetched from the cursor the current unit leaves when it
+// commits whole (its through, its digest-through), each next one from the one
+// before, and they are used only if the unit did commit exactly there;
+// anything else (a DRAINING run's prefix, a refused slice, an error) discards
+// them. They are thus the requests the sequential cycle would send next, only
+// sent earlier. No transaction is open in this goroutine (never hold one
+// across HTTP), and it never outlives its cycle: stop waits for it.
 type pageAhead struct {
 	after  int64
 	digest string
