@@ -226,13 +226,10 @@ func malformed(format string, args ...any) error {
 //   - digestAfter == afterDigest, and digestThrough equals the chain recomputed
 //     from afterDigest over the wire bytes (FR-APR03; DIGEST_MISMATCH).
 //
-// An idle page carries no digests on the wire (the member does not replay for
-// it, FR-APR04); if it does carry them they must equal afterDigest. The
-// returned Page has DigestAfter == DigestThrough == afterDigest either way.
-//
-// What a page cannot prove alone (that it holds whole commands, that nothing
-// between two pages is missing) is proven across pages by the chain: the next
-// page's digestAfter must equal this page's digestThrough.
+// An idle page's digests, if sent, must equal afterDigest, and its Page has
+// DigestAfter == DigestThrough == afterDigest (FR-APR04). Whole commands and
+// no gap between pages the chain proves across pages (docs/source-contract.md,
+// "What the operator checks on every page").
 func VerifyPage(body []byte, afterSeq int64, afterDigest, expectDescriptor string, maxEvents int) (*Page, error) {
 	if err := checkRequest(afterSeq, afterDigest, expectDescriptor, maxEvents); err != nil {
 		return nil, err

@@ -35,30 +35,15 @@ func decodePage(body []byte) (pageBody, error) {
 }
 
 // decodePageFast decodes the plain JSON a member sends for a page in one
-// pass, without reflection, and every event's wire into one buffer. A page
-// of the default size decoded through encoding/json cost about 6 µs per
-// event (validation pass, reflection, a base64 buffer per event): the
-// manager's largest CPU cost in a catch-up on a 2-core machine where
-// PostgreSQL needs the other core.
+// pass, without reflection, and every event's wire into one buffer: through
+// encoding/json that was the manager's largest CPU cost in a catch-up
+// (docs/performance.md, "What the manager does for speed").
 //
 // It accepts the body only when json.Unmarshal into pageBody would succeed
 // with the same value, and declines (false) everything else, which the
-// caller then hands to encoding/json (so errors, and every unusual but valid
-// spelling, are encoding/json's). Accepted:
-//   - one object, JSON whitespace around any token, nothing after it;
-//   - keys spelled exactly as pageBody's tags, each at most once (encoding/json
-//     would match other spellings case-insensitively, ignore unknown keys and
-//     keep the last of duplicates: all declined);
-//   - integers in JSON's grammar without fraction or exponent that fit an
-//     int64 (the field types: int is 64 bits here), as strconv.ParseInt reads
-//     them; true and false; no null (declined: it leaves a field nil);
-//   - strings of printable ASCII without '"' and '\' (so their raw bytes are
-//     the string encoding/json gives; any escape or byte >= 0x80 declines);
-//   - events: an array of objects with exactly "seq" and "wire", in either
-//     order; wire decoded by base64.StdEncoding.Decode as encoding/json does
-//     for []byte (a decoding error declines, and encoding/json reports it).
-//
-// FuzzDecodePageFast checks the equivalence against json.Unmarshal.
+// caller then hands to encoding/json: errors, and every unusual but valid
+// spelling, stay encoding/json's. What it accepts: docs/design/decoding.md,
+// "Pages". FuzzDecodePageFast checks the equivalence against json.Unmarshal.
 func decodePageFast(b []byte) (pageBody, bool) {
 	p := pageParser{b: b}
 	var out pageBody

@@ -36,16 +36,13 @@ var fieldsByType = map[Type][]string{
 
 // decodeReference is the specification of Decode: it parses protocol-v1 bytes
 // generically (encoding/json into a map), validates every field, re-encodes
-// the event and compares bytes. Decode (decode_fast.go) answers from a
-// single-scan fast path when the input is canonical and otherwise delegates
-// here, so every error value Decode returns is produced by this function.
-// It refuses, with *DecodeError:
+// the event and compares bytes; every error Decode returns is produced here
+// (docs/design/decoding.md, "Events"). It refuses, with *DecodeError:
 //   - anything that is not one JSON object, or is larger than MaxEventBytes;
 //   - an unknown "type" (wrapping ErrUnknownType), unknown or missing fields;
-//   - amounts that are not JSON strings in canonical decimal spelling
-//     (JSON numbers, exponents "1e3", "NaN", "Infinity", "+1", ".5", "1.50",
-//     "-0" are all refused: a number would pass through float64 somewhere, and
-//     any second spelling would give the same event a second digest);
+//   - amounts not JSON strings in canonical decimal spelling ("1e3", "NaN",
+//     "+1", ".5", "1.50", "-0", JSON numbers: a number would pass through
+//     float64, a second spelling give the same event a second digest);
 //   - sequences that are not JSON integers >= 1;
 //   - timestamps not in TimeLayout (UTC "Z", exactly nine fractional digits);
 //   - bytes that decode to a valid event but are not exactly Encode of it

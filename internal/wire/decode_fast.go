@@ -25,28 +25,18 @@ import (
 
 // Decode parses protocol-v1 bytes. It accepts exactly the bytes Encode
 // produces for some event and returns that event; it refuses everything else
-// with a *DecodeError:
+// with a *DecodeError (decodeReference, decode.go, lists the rules):
 //   - anything that is not one JSON object, or is larger than MaxEventBytes;
 //   - an unknown "type" (wrapping ErrUnknownType), unknown or missing fields;
-//   - amounts that are not JSON strings in canonical decimal spelling
-//     (JSON numbers, exponents "1e3", "NaN", "Infinity", "+1", ".5", "1.50",
-//     "-0" are all refused: a number would pass through float64 somewhere, and
-//     any second spelling would give the same event a second digest);
-//   - sequences that are not JSON integers >= 1;
-//   - timestamps not in TimeLayout (UTC "Z", exactly nine fractional digits);
+//   - amounts not JSON strings in canonical decimal spelling;
+//   - sequences not JSON integers >= 1; timestamps not in TimeLayout;
 //   - bytes that decode to a valid event but are not exactly Encode of it
-//     (wrapping ErrNonCanonical): reordered keys, whitespace, duplicate keys,
-//     escaped characters that need no escape.
+//     (wrapping ErrNonCanonical).
 //
-// Decode is decodeReference (decode.go, the specification) with a fast path
-// in front: decodeFast recognises canonical bytes in one forward scan and
-// declines ANY deviation, in which case decodeReference runs on the same
-// bytes. Hence:
-//   - every error comes from decodeReference, unchanged (value, message,
-//     sentinel), because decodeFast never produces an error;
-//   - whenever decodeFast accepts, decodeReference would have accepted the
-//     same bytes and returned an equal event (see decodeFast for the proof
-//     obligations; FuzzDecodeFastMatchesReference checks them).
+// decodeFast answers first, only for canonical bytes decodeReference would
+// accept with an equal event, and declines anything else to decodeReference
+// on the same bytes: every error is decodeReference's, unchanged
+// (docs/design/decoding.md, "Events").
 func Decode(b []byte) (Event, error) {
 	if e, ok := decodeFast(b); ok {
 		return e, nil
@@ -60,25 +50,12 @@ func Decode(b []byte) (Event, error) {
 //
 //	{"type":"<t>","seq":<int>,"<key>":<value>,...}
 //
-// Why acceptance implies decodeReference accepts with an equal event:
-//   - The accepted bytes are one syntactically valid JSON object (fixed keys,
-//     strings with only the \" and \\ escapes, digit-only integers), with
-//     exactly the keys of fieldsByType[type], each once, so json.Unmarshal
-//     succeeds and the missing/unknown-field checks pass.
-//   - Each value is parsed to what decodeReference's decoder would produce
-//     (the same strings, int64s, decimal coefficients/exponents and times),
-//     and every check validateEvent makes is made here too (fastParser
-//     methods), so validateEvent passes.
-//   - Each value is in the spelling Encode gives it (integers without sign or
-//     leading zeros, strings escaping exactly '"' and '\', decimals that
-//     canonicalDecimal accepts, which FormatDecimal reproduces, timestamps
-//     that FormatTime reproduces), the keys are Encode's in Encode's order
-//     and nothing follows the closing brace, so Encode(e) == b and the final
-//     bytes.Equal of decodeReference passes.
-//
-// Declining is always safe (the reference decides), so anything not obviously
-// canonical - other escapes, 20-digit integers, long coefficients that the
-// decimal package would parse differently, out-of-range timestamps - declines.
+// Invariant: whatever it accepts, decodeReference accepts with an equal event
+// (why: docs/design/decoding.md, "Events"); without it an event would decode
+// differently depending on the path. Declining is always safe, so anything
+// not obviously canonical (other escapes, 20-digit integers, long
+// coefficients, out-of-range timestamps) declines.
+// FuzzDecodeFastMatchesReference checks it.
 func decodeFast(b []byte) (Event, bool) {
 	if len(b) > MaxEventBytes {
 		return Event{}, false
