@@ -16,13 +16,12 @@ limitations under the License.
 
 // Package pgtest gives every test its own database on a real PostgreSQL server.
 //
-// Tests never mock PostgreSQL and never skip because it is missing: when
-// PROJECTION_TEST_DSN is set (hack/postgres.sh run -- go test ...) that server is
-// used; otherwise the first test of the binary starts a throwaway cluster
-// (initdb + pg_ctl, as the `postgres` user when running as root, on a random
-// loopback port, durability off), shared through a sync.Once and stopped by
-// Main. Each NewDB/NewDSN call creates a fresh database test_<random>, dropped
-// on cleanup, so tests are isolated and may run in parallel.
+// Tests never mock PostgreSQL and never skip because it is missing: the
+// server of PROJECTION_TEST_DSN (hack/postgres.sh run -- go test ...) is used,
+// or else a throwaway cluster the binary's first test starts (initdb + pg_ctl,
+// as `postgres` when root, random loopback port, durability off) and Main
+// stops. Each NewDB/NewDSN call creates a fresh database test_<random>,
+// dropped on cleanup, so tests are isolated and may run in parallel.
 //
 // NewDB gives the database its schema and the roles of docs/database-role.md
 // with exactly the documented grants (roles.go): the operator's code under
