@@ -18,9 +18,9 @@ limitations under the License.
 // instead of the invariant (docs/design/comments.md): an issue reference, a
 // pointer at the design document that is not in the repository, and, in
 // non-test, non-generated files, a comment block over maxLines lines unless
-// allowLong lists it. With -design-only it checks the pointers alone.
+// allowLong lists it. hack/verify-docs.sh runs it on the module root.
 //
-// Usage: go run ./hack/commentcheck [-design-only] DIR...
+// Usage: go run ./hack/commentcheck DIR...
 package main
 
 import (
@@ -52,38 +52,20 @@ var (
 	generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
 )
 
-// designOnly limits the check to pointers at the missing design document.
-var designOnly = flag.Bool("design-only", false, "check only for pointers at the design document outside the repository")
-
 func main() {
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: commentcheck [-design-only] DIR...")
+		fmt.Fprintln(os.Stderr, "usage: commentcheck DIR...")
 		os.Exit(2)
 	}
 	var bad []string
 	for _, dir := range flag.Args() {
-		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if n := d.Name(); n == "vendor" || n == "testdata" || (strings.HasPrefix(n, ".") && path != dir) {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !strings.HasSuffix(path, ".go") {
-				return nil
-			}
-			found, err := check(path)
-			bad = append(bad, found...)
-			return err
-		})
+		found, err := walk(dir)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "commentcheck:", err)
 			os.Exit(2)
 		}
+		bad = append(bad, found...)
 	}
 	for _, b := range bad {
 		fmt.Fprintln(os.Stderr, "commentcheck:", b)
@@ -92,6 +74,38 @@ func main() {
 		fmt.Fprintf(os.Stderr, "commentcheck: %d comment(s) to fix: state the invariant and what breaks without it in a few lines, and move reasoning, figures and history to docs/ (link the page by its path)\n", len(bad))
 		os.Exit(1)
 	}
+}
+
+// walk returns the findings of every Go file under dir, skipping vendor,
+// testdata and hidden directories and any directory below dir holding its own
+// go.mod: walking the module root then checks the module's code and nothing
+// else (a module cache or a tool's sources under bin/ are not ours).
+func walk(dir string) ([]string, error) {
+	var bad []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path == dir {
+				return nil
+			}
+			if n := d.Name(); n == "vendor" || n == "testdata" || strings.HasPrefix(n, ".") {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		found, err := check(path)
+		bad = append(bad, found...)
+		return err
+	})
+	return bad, err
 }
 
 // check returns the findings of one file.
@@ -110,16 +124,16 @@ func check(path string) ([]string, error) {
 	for _, g := range f.Comments {
 		pos := fset.Position(g.Pos())
 		text := g.Text()
-		if m := issueRef.FindString(text); m != "" && !*designOnly {
+		if m := issueRef.FindString(text); m != "" {
 			out = append(out, fmt.Sprintf("%s:%d: %q: no issue references in comments", path, pos.Line, m))
 		}
 		if designRef.MatchString(text) {
 			out = append(out, fmt.Sprintf("%s:%d: the design document it points at is not in the repository: link the docs/ page", path, pos.Line))
 		}
-		if *designOnly || !long || isLicense(f, g) {
+		if !long || isLicense(f, g) {
 			continue
 		}
-		if n := fset.Position(g.End()).Line - pos.Line + 1; n > maxLines {
+		if n := proseLines(g); n > maxLines {
 			if _, ok := allowLong[filepath.ToSlash(path)+":"+owner(f, g)]; ok {
 				continue
 			}
@@ -127,6 +141,24 @@ func check(path string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// proseLines counts the lines of g, less the marker lines ("// +optional",
+// "// +kubebuilder:..."): those are directives to controller-gen that must sit
+// in the doc comment, and a CRD type's printer columns would otherwise make
+// its two-line description an essay.
+func proseLines(g *ast.CommentGroup) int {
+	n := 0
+	for _, c := range g.List {
+		if t, ok := strings.CutPrefix(c.Text, "//"); ok {
+			if !strings.HasPrefix(strings.TrimPrefix(t, " "), "+") {
+				n++
+			}
+			continue
+		}
+		n += strings.Count(c.Text, "\n") + 1
+	}
+	return n
 }
 
 // isLicense reports whether g is the file's license header.
