@@ -57,7 +57,7 @@ func TestParseFlags_DefaultsAndErrors(t *testing.T) {
 		t.Errorf("--pprof-bind-address defaults to %q, want \"0\" (off)", o.pprofAddr)
 	}
 	if !o.watchSecrets {
-		t.Error("--watch-secrets must default to true (an idle cycle reads no Secret, issue 12)")
+		t.Error("--watch-secrets must default to true (an idle cycle reads no Secret)")
 	}
 	if off, err := parseFlags([]string{"--watch-secrets=false"}); err != nil || off.watchSecrets {
 		t.Errorf("--watch-secrets=false = %v (%v), want the watch off", off.watchSecrets, err)
