@@ -70,7 +70,8 @@ type engine struct {
 	wantC     map[string]*wire.Order // newest wanted version past the order's row (or of an order without a row)
 	wantOrder []string
 
-	pos *positions
+	pos  *positions
+	pace *pacer // nil: unpaced
 
 	// the page's rows by identity, reused from page to page
 	pageT map[string]*TradeRow
@@ -190,6 +191,12 @@ func (e *engine) run() error {
 		}
 		if err := e.checkHeld(); err != nil {
 			return err
+		}
+		if err := e.pace.yield(ctx, p.Through, p.Boundary); err != nil {
+			if IsPacedPastDeadline(err) {
+				return err
+			}
+			return e.histErr("paced", err)
 		}
 	}
 	e.s.Source = h.End()
