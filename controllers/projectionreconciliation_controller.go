@@ -79,10 +79,18 @@ type ProjectionReconciliationReconciler struct {
 	// MaxSnapshotRecords caps each side of a scope's read (0: reconstore's
 	// default); a larger scope is refused snapshot_too_large and Stalled.
 	MaxSnapshotRecords int64
+	// DetectCPU is the share of one CPU a scheduled dry run's detection
+	// takes at most (recon.Pace, dryRunPace); 0: unpaced.
+	DetectCPU float64
 }
 
 // DefaultReconciliationRunTimeout bounds a run when RunTimeout is 0.
 const DefaultReconciliationRunTimeout = 10 * time.Minute
+
+// DefaultReconciliationDetectCPU is the manager's default share of one CPU
+// for a scheduled dry run's detection (--reconciliation-detect-cpu;
+// docs/performance.md, "Paced dry runs", says why this figure).
+const DefaultReconciliationDetectCPU = 0.1
 
 func (r *ProjectionReconciliationReconciler) runTimeout() time.Duration {
 	if r.RunTimeout > 0 {
