@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/reconstore"
 )
 
@@ -88,9 +89,8 @@ type ProjectionReconciliationReconciler struct {
 const DefaultReconciliationRunTimeout = 10 * time.Minute
 
 // DefaultReconciliationDetectCPU is the manager's default share of one CPU
-// for a scheduled dry run's detection (--reconciliation-detect-cpu;
-// docs/performance.md, "Paced dry runs", says why this figure).
-const DefaultReconciliationDetectCPU = 0.1
+// for a scheduled dry run's detection (--reconciliation-detect-cpu).
+const DefaultReconciliationDetectCPU = recon.DefaultDetectCPU
 
 func (r *ProjectionReconciliationReconciler) runTimeout() time.Duration {
 	if r.RunTimeout > 0 {

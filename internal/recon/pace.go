@@ -45,6 +45,11 @@ type Pace struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
+// DefaultDetectCPU is the share of one CPU a scheduled dry run's
+// detection takes by default (the manager's --reconciliation-detect-cpu;
+// performance.md, "Paced dry runs", says why this figure).
+const DefaultDetectCPU = 0.1
+
 // Paced reports whether p slows a detection at all.
 func (p Pace) Paced() bool { return p.Share > 0 && p.Share < 1 }
 

@@ -19,8 +19,10 @@ package reconstore
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
-	"sync/atomic"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,38 +35,112 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// besideRate is the live projector's arrival rate (events/s); besidePace
-// spaces the paced phase's dry runs (a schedule's shortest interval is a
-// minute: this is six times as often).
+// besideRate is the live projector's arrival rate (events/s);
+// besideEvery10 spaces the every-10-s phase's dry runs (start to start: six
+// times a schedule's shortest interval); besideSchedule is that interval,
+// counted as the controller does from the end of the last run (LastRunAt).
 const (
-	besideRate = 2000
-	besidePace = 10 * time.Second
+	besideRate     = 2000
+	besideEvery10  = 10 * time.Second
+	besideSchedule = time.Minute
 )
+
+// besideRounds is how many alone / scheduled pairs the benchmark
+// interleaves (PROJECTION_BENCH_BESIDE_ROUNDS, default 2), so that the
+// machine's noise (other work on its cores) falls on both sides.
+func besideRounds() int {
+	if n, err := strconv.Atoi(os.Getenv("PROJECTION_BENCH_BESIDE_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 2
+}
+
+// besideShare is the scheduled dry runs' share of one CPU
+// (PROJECTION_BENCH_DETECT_CPU, default the manager's).
+func besideShare() float64 {
+	if v, err := strconv.ParseFloat(os.Getenv("PROJECTION_BENCH_DETECT_CPU"), 64); err == nil && v >= 0 && v <= 1 {
+		return v
+	}
+	return recon.DefaultDetectCPU
+}
+
+// dryRuns is how a phase runs dry runs beside the catch-up.
+type dryRuns struct {
+	on bool
+	// every spaces them: from the start of one to the next (fromEnd
+	// false) or from the end of one (a schedule); 0: back to back.
+	every   time.Duration
+	fromEnd bool
+	pace    recon.Pace
+}
+
+// phaseResult is one phase: its live write latencies, its dry runs
+// (completed, and cut by the phase's end), what pacing did over them,
+// the catch-up's refused pages and the load average at its start.
+type phaseResult struct {
+	name     string
+	live     []time.Duration
+	dryRuns  int
+	cut      int
+	paced    recon.PaceStats // summed over its dry runs
+	refused  []string
+	took     time.Duration
+	loadavg  string
+	firstRun time.Duration // the first dry run's duration (0: none completed)
+}
 
 // besideResult is one run of liveBesideDryRuns.
 type besideResult struct {
-	without, with []time.Duration // live write latencies, per phase
-	paced         []time.Duration // dry runs of the scope every besidePace
-	control       []time.Duration // the same, dry runs of another database's scope
-	dryRuns       int             // dry runs completed during the second phase
-	refused       []string        // pages of the catch-up refused (a lease taken over: RETRYING)
+	alone, scheduled     []phaseResult // interleaved rounds
+	backToBack, every10s phaseResult
+	control              phaseResult // back to back, dry runs of another database's scope
 }
 
-// liveBesideDryRuns (docs/performance.md): a scope of about events events catching up from
-// genesis (pages of the contract's maximum, under its worker's lease) while
-// its live projector writes at besideRate, once with no dry run (phase one)
-// and once, in a fresh world with the same log, with dry runs of that very
-// scope back to back, far more often than a schedule's once a minute (phase
-// two), then with one dry run every besidePace (phase three). Each live
-// write's latency runs from its scheduled arrival to its
-// commit. A page refused during the catch-up (a dry run that took the
-// lease over, as its rehearsal once did) is what would make the recovery
-// RETRYING.
-func liveBesideDryRuns(tb testing.TB, events int, paced bool) besideResult {
+func (r besideResult) phases() []phaseResult {
+	var out []phaseResult
+	for i := range r.alone {
+		out = append(out, r.alone[i])
+		if i < len(r.scheduled) {
+			out = append(out, r.scheduled[i])
+		}
+	}
+	return append(out, r.backToBack, r.every10s, r.control)
+}
+
+func pooled(ps []phaseResult) []time.Duration {
+	var out []time.Duration
+	for _, p := range ps {
+		out = append(out, p.live...)
+	}
+	return out
+}
+
+func (r besideResult) refused() (n int) {
+	for _, p := range r.phases() {
+		n += len(p.refused)
+	}
+	return n
+}
+
+// liveBesideDryRuns (docs/performance.md): a scope of about events events
+// catching up from genesis (pages of the contract's maximum, under its
+// worker's lease) while its live projector writes at besideRate, each
+// phase in a fresh world with the same log: rounds of (1) no dry run and
+// (2) the goal's schedule, a dry run of that scope paced at share of one
+// CPU every besideSchedule, interleaved; then (3) unpaced dry runs of it
+// back to back, (4) one every besideEvery10, and (5) the control, back to
+// back of a scope in another database. Each live write's latency runs from
+// its scheduled arrival to its commit. A dry run still running when the
+// catch-up ends is cancelled (counted cut), so every phase lasts exactly
+// its catch-up. A page refused during the catch-up (a dry run that took
+// the lease over, as its rehearsal once did) is what would make the
+// recovery RETRYING.
+func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all bool) besideResult {
 	var r besideResult
 	commands := int(float64(events)/eventsPerCommand) + 1
-	phase := func(scope string, dryRuns bool, every time.Duration, of *world) []time.Duration {
-		w := newWorld(tb, scope, commands, worldOpts{accounts: 50, memberProcess: true})
+	phase := func(name string, d dryRuns, of *world) phaseResult {
+		pr := phaseResult{name: name, loadavg: loadavg()}
+		w := newWorld(tb, "beside-"+name, commands, worldOpts{accounts: 50, memberProcess: true})
 		if of == nil {
 			of = w
 		}
@@ -77,41 +153,79 @@ func liveBesideDryRuns(tb testing.TB, events int, paced bool) besideResult {
 			tb.Fatal(err)
 		}
 		gen := &live.Feed{Seq: 1 << 40}
-		return live.Drive(w.admin, w.scope, besideRate, gen.Next, func(err error) { tb.Error(err) }, func(context.Context) {
-			var stop atomic.Bool
+		start := time.Now()
+		pr.live = live.Drive(w.admin, w.scope, besideRate, gen.Next, func(err error) { tb.Error(err) }, func(context.Context) {
+			ctx, stop := context.WithCancel(ctxb)
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				for dryRuns && !stop.Load() {
-					start := time.Now()
-					if _, err := wf.DryRun(ctxb, of.scope); err != nil {
+				for d.on && ctx.Err() == nil {
+					began := time.Now()
+					res, err := wf.DryRunWith(ctx, of.scope, recon.DryRunOptions{Pace: d.pace})
+					if res != nil && res.DryRunResult != nil {
+						pr.paced.Busy += res.Pacing.Busy
+						pr.paced.Slept += res.Pacing.Slept
+						pr.paced.Pages += res.Pacing.Pages
+					}
+					if ctx.Err() != nil {
+						pr.cut++
+						return
+					}
+					if err != nil {
 						tb.Errorf("dry run: %v", err)
 						return
 					}
-					r.dryRuns++
-					for every > 0 && !stop.Load() && time.Since(start) < every {
-						time.Sleep(50 * time.Millisecond)
+					if pr.dryRuns++; pr.dryRuns == 1 {
+						pr.firstRun = time.Since(began)
+					}
+					from := began
+					if d.fromEnd {
+						from = time.Now()
+					}
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Until(from.Add(d.every))):
 					}
 				}
 			}()
-			r.refused = append(r.refused, catchUpUnderLease(tb, w)...)
-			stop.Store(true)
+			pr.refused = catchUpUnderLease(tb, w)
+			stop()
 			<-done
 		})
+		pr.took = time.Since(start)
+		if b, ok := tb.(*testing.B); ok {
+			b.Logf("phase %-22s load %s: %6.1f s, live p99 %7.1f ms over %d writes, dry runs %d done + %d cut, busy %s slept %s, pages refused %d",
+				name, pr.loadavg, pr.took.Seconds(), ms(pct(pr.live, 99)), len(pr.live), pr.dryRuns, pr.cut,
+				pr.paced.Busy.Round(time.Millisecond), pr.paced.Slept.Round(time.Millisecond), len(pr.refused))
+		}
+		return pr
 	}
-	r.without = phase("beside-alone", false, 0, nil)
-	r.with = phase("beside-dry", true, 0, nil)
-	dryRuns := r.dryRuns
-	if paced {
-		r.paced = phase("beside-paced", true, besidePace, nil)
+	scheduled := dryRuns{on: true, every: besideSchedule, fromEnd: true, pace: recon.Pace{Share: share}}
+	for i := range rounds {
+		r.alone = append(r.alone, phase(fmt.Sprintf("alone-%d", i+1), dryRuns{}, nil))
+		r.scheduled = append(r.scheduled, phase(fmt.Sprintf("scheduled-%d", i+1), scheduled, nil))
+	}
+	r.backToBack = phase("back-to-back", dryRuns{on: true}, nil)
+	if all {
+		r.every10s = phase("every-10s", dryRuns{on: true, every: besideEvery10}, nil)
 	}
 	// The control: the same dry runs of a scope in another database of the
 	// same server, sharing the cores and the disk but no table or lock.
 	other := newWorld(tb, "beside-other", commands, worldOpts{catchUp: true, accounts: 50, memberProcess: true})
-	r.control = phase("beside-control", true, 0, other)
-	r.dryRuns = dryRuns
+	r.control = phase("control", dryRuns{on: true}, other)
 	return r
 }
+
+// loadavg is /proc/loadavg's first three figures ("?" where it cannot be read).
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // catchUpUnderLease is world.catchUp holding one lease throughout, as the
 // recovery worker does; a refused page is returned, not fatal.
@@ -153,38 +267,72 @@ func pct(l []time.Duration, p int) time.Duration {
 	return s[(len(s)-1)*p/100]
 }
 
-// BenchmarkLiveBesideDryRuns: the live p99 of a catching-up scope with dry
-// runs of it back to back, against the same catch-up without them (goal ≤
-// 1.10), and the catch-up's refused pages (goal: none).
+// BenchmarkLiveBesideDryRuns: the live p99 of a catching-up scope with the
+// goal's schedule beside it (a dry run of the scope paced at the manager's
+// share, every minute) against the same catch-up without one, in
+// interleaved rounds (goal ≤ 1.10); unpaced dry runs back to back, every
+// 10 s, and of another database (the control); the catch-up's refused
+// pages (goal: none).
 //
-//	PROJECTION_BENCH_EVENTS=1000000 go test -run '^$' -bench LiveBesideDryRuns -benchtime 1x ./internal/reconstore
+//	PROJECTION_BENCH_EVENTS=400000 go test -run '^$' -bench LiveBesideDryRuns -benchtime 1x ./internal/reconstore
 func BenchmarkLiveBesideDryRuns(b *testing.B) {
 	for range b.N {
-		r := liveBesideDryRuns(b, benchEvents(), true)
-		without, with, control := pct(r.without, 99), pct(r.with, 99), pct(r.control, 99)
-		b.ReportMetric(float64(without)/float64(time.Millisecond), "live_p99_ms")
-		b.ReportMetric(float64(with)/float64(time.Millisecond), "live_dryruns_p99_ms")
-		b.ReportMetric(float64(with)/float64(without), "p99_dryruns/without")
-		b.ReportMetric(float64(pct(r.paced, 99))/float64(time.Millisecond), "live_paced_p99_ms")
-		b.ReportMetric(float64(pct(r.paced, 99))/float64(without), "p99_paced/without")
-		b.ReportMetric(float64(control)/float64(time.Millisecond), "live_control_p99_ms")
+		rounds, share := besideRounds(), besideShare()
+		r := liveBesideDryRuns(b, benchEvents(), rounds, share, true)
+		alone, sched := pct(pooled(r.alone), 99), pct(pooled(r.scheduled), 99)
+		b.ReportMetric(ms(alone), "live_p99_ms")
+		b.ReportMetric(ms(sched), "live_scheduled_p99_ms")
+		b.ReportMetric(float64(sched)/float64(alone), "p99_scheduled/without")
+		for i := range r.scheduled {
+			a, s := pct(r.alone[i].live, 99), pct(r.scheduled[i].live, 99)
+			b.ReportMetric(ms(a), fmt.Sprintf("live_p99_ms(r%d)", i+1))
+			b.ReportMetric(ms(s), fmt.Sprintf("live_scheduled_p99_ms(r%d)", i+1))
+			b.ReportMetric(float64(s)/float64(a), fmt.Sprintf("p99_scheduled/without(r%d)", i+1))
+		}
+		var sp recon.PaceStats
+		var done, cut int
+		var first time.Duration
+		for _, p := range r.scheduled {
+			sp.Busy, sp.Slept, done, cut = sp.Busy+p.paced.Busy, sp.Slept+p.paced.Slept, done+p.dryRuns, cut+p.cut
+			if first == 0 {
+				first = p.firstRun
+			}
+		}
+		b.ReportMetric(share, "scheduled_share")
+		if sp.Busy+sp.Slept > 0 {
+			b.ReportMetric(float64(sp.Busy)/float64(sp.Busy+sp.Slept), "scheduled_busy_share")
+		}
+		b.ReportMetric(float64(done), "scheduled_dry_runs")
+		b.ReportMetric(float64(cut), "scheduled_dry_runs_cut")
+		b.ReportMetric(first.Seconds(), "scheduled_dry_run_s")
+		with, ten, control := pct(r.backToBack.live, 99), pct(r.every10s.live, 99), pct(r.control.live, 99)
+		b.ReportMetric(ms(with), "live_dryruns_p99_ms")
+		b.ReportMetric(float64(with)/float64(alone), "p99_dryruns/without")
+		b.ReportMetric(ms(ten), "live_every10s_p99_ms")
+		b.ReportMetric(float64(ten)/float64(alone), "p99_every10s/without")
+		b.ReportMetric(ms(control), "live_control_p99_ms")
 		b.ReportMetric(float64(with)/float64(control), "p99_dryruns/control")
-		b.ReportMetric(float64(r.dryRuns), "dry_runs")
-		b.ReportMetric(float64(len(r.refused)), "pages_refused")
+		b.ReportMetric(float64(r.backToBack.dryRuns), "dry_runs")
+		b.ReportMetric(float64(r.refused()), "pages_refused")
 	}
 }
 
-// TestLiveBesideDryRuns_Small is the benchmark at a size make test affords:
-// it asserts only what does not depend on the machine's speed. Dry runs
-// ran beside the catch-up and no page of it was refused (the rehearsal a
-// dry run used to make took the worker's lease over).
+// TestLiveBesideDryRuns_Small is the benchmark at a size make test affords
+// (one round, no every-10-s phase): it asserts only what does not depend
+// on the machine's speed. Dry runs ran beside the catch-up, the scheduled
+// one paced (it slept), and no page of it was refused (the rehearsal a dry
+// run used to make took the worker's lease over).
 func TestLiveBesideDryRuns_Small(t *testing.T) {
-	r := liveBesideDryRuns(t, 40_000, false)
-	if r.dryRuns == 0 || len(r.with) == 0 || len(r.without) == 0 {
-		t.Fatalf("dry runs %d, live writes %d and %d", r.dryRuns, len(r.without), len(r.with))
+	r := liveBesideDryRuns(t, 40_000, 1, 0.5, false)
+	if r.backToBack.dryRuns == 0 || len(r.backToBack.live) == 0 || len(r.alone[0].live) == 0 || len(r.scheduled[0].live) == 0 {
+		t.Fatalf("dry runs %d, live writes %d, %d and %d", r.backToBack.dryRuns, len(r.alone[0].live), len(r.scheduled[0].live), len(r.backToBack.live))
 	}
-	if len(r.refused) > 0 {
-		t.Fatalf("the catch-up was refused beside the dry runs: %v", r.refused)
+	if s := r.scheduled[0]; s.dryRuns+s.cut == 0 || s.paced.Slept == 0 || s.paced.Pages == 0 {
+		t.Fatalf("the scheduled phase's dry run was not paced: %d done, %d cut, %+v", s.dryRuns, s.cut, s.paced)
 	}
-	t.Logf("live p99 %s without dry runs, %s with %d dry runs beside", pct(r.without, 99), pct(r.with, 99), r.dryRuns)
+	if n := r.refused(); n > 0 {
+		t.Fatalf("the catch-up was refused beside the dry runs: %d pages", n)
+	}
+	t.Logf("live p99 %s alone, %s beside a paced scheduled dry run, %s with %d dry runs back to back",
+		pct(r.alone[0].live, 99), pct(r.scheduled[0].live, 99), pct(r.backToBack.live, 99), r.backToBack.dryRuns)
 }
