@@ -78,6 +78,10 @@ type SerialHistory interface {
 	ReadSerially()
 }
 
+// PaceEvery is how many source events detection checks between two yields
+// of a paced run (about a millisecond of its work).
+const PaceEvery = 256
+
 // judgeAfter is how many paced pages after the first an estimate of the
 // end needs: the first carries the read's fixed costs (counts, legacy rows,
 // current orders), and one interval is too noisy to stop a run on.
@@ -121,14 +125,16 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// minSleep: a debt shorter than this is carried to the next page, not slept
-// (a timer's own cost and granularity).
+// minSleep: a debt shorter than this is carried to the next yield, not
+// slept (a timer's own cost and granularity).
 const minSleep = time.Millisecond
 
-// yield is called after each page, through (of boundary) read: it judges
-// the estimate against ctx's deadline, then sleeps the debt the busy time
-// owes. A nil pacer does nothing.
-func (pc *pacer) yield(ctx context.Context, through, boundary int64) error {
+// yield sleeps the debt the busy time owes, when it is at least minSleep.
+// Detection yields often (PaceEvery events, and between a page's fetch,
+// its rows and its checks), so no busy stretch is long: a live writer
+// behind one burst waits for that burst, not for a page's worth of work,
+// and a queue of its writes cannot build up. A nil pacer does nothing.
+func (pc *pacer) yield(ctx context.Context) error {
 	if pc == nil {
 		return nil
 	}
@@ -136,33 +142,44 @@ func (pc *pacer) yield(ctx context.Context, through, boundary int64) error {
 	busy := now.Sub(pc.start) - pc.slept
 	share := pc.p.Share
 	owe := time.Duration(float64(busy)*(1-share)/share) - pc.slept
-	pc.pages++
-	if boundary > 0 {
-		prog := min(float64(through)/float64(boundary), 1)
-		if pc.pages == 1 {
-			pc.busy0, pc.prog0 = float64(busy), prog
-		} else if done := prog - pc.prog0; done > 0 && pc.pages > judgeAfter {
-			// The busy time the rest needs at the rate since the first page,
-			// stretched by the share; the debt is slept before any of it.
-			rest := (float64(busy) - pc.busy0) / done * (1 - prog)
-			pc.est = now.Add(max(owe, 0) + time.Duration(rest/share))
-			if dl, ok := ctx.Deadline(); ok && pc.est.After(dl) {
-				unpaced := now.Add(time.Duration(rest))
-				return fmt.Errorf("%w: at %s of one CPU it would end in about %s (%.0f%% of the source read in %s); its deadline is in %s, and unpaced it would end in about %s: raise the deadline (--reconciliation-timeout) or the share (--reconciliation-detect-cpu)",
-					ErrPacedPastDeadline, shareString(share), round(pc.est.Sub(now)), prog*100, round(now.Sub(pc.start)),
-					round(dl.Sub(now)), round(unpaced.Sub(now)))
-			}
-		}
-	}
 	if owe < minSleep {
 		return nil
 	}
-	if err := pc.p.Sleep(ctx, owe); err != nil {
-		return err
-	}
-	// What was really slept: an oversleep is owed back by the next pages.
+	err := pc.p.Sleep(ctx, owe)
+	// What was really slept, cut short or not: an oversleep is owed back by
+	// the next yields, and a run cancelled asleep was asleep.
 	pc.slept += pc.p.Now().Sub(now)
-	return nil
+	return err
+}
+
+// page is called after each page, through (of boundary) read: it judges
+// the estimate of the end against ctx's deadline, then yields.
+func (pc *pacer) page(ctx context.Context, through, boundary int64) error {
+	if pc == nil {
+		return nil
+	}
+	pc.pages++
+	if boundary > 0 {
+		now := pc.p.Now()
+		busy := float64(now.Sub(pc.start) - pc.slept)
+		share := pc.p.Share
+		owe := max(time.Duration(busy*(1-share)/share)-pc.slept, 0)
+		prog := min(float64(through)/float64(boundary), 1)
+		if pc.pages == 1 {
+			pc.busy0, pc.prog0 = busy, prog
+		} else if done := prog - pc.prog0; done > 0 && pc.pages > judgeAfter {
+			// The busy time the rest needs at the rate since the first page,
+			// stretched by the share; the debt is slept before any of it.
+			rest := (busy - pc.busy0) / done * (1 - prog)
+			pc.est = now.Add(owe + time.Duration(rest/share))
+			if dl, ok := ctx.Deadline(); ok && pc.est.After(dl) {
+				return fmt.Errorf("%w: at %s of one CPU it would end in about %s (%.0f%% of the source read in %s); its deadline is in %s, and unpaced it would end in about %s: raise the deadline (--reconciliation-timeout) or the share (--reconciliation-detect-cpu)",
+					ErrPacedPastDeadline, shareString(share), round(pc.est.Sub(now)), prog*100, round(now.Sub(pc.start)),
+					round(dl.Sub(now)), round(time.Duration(rest)))
+			}
+		}
+	}
+	return pc.yield(ctx)
 }
 
 // stats is what the pacer did (zero when unpaced).

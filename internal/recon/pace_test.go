@@ -135,6 +135,32 @@ func TestPace_DutyCycle(t *testing.T) {
 	}
 }
 
+// tickingClock is a fake clock whose every reading is a step later: the
+// detection's work between two looks at the clock.
+type tickingClock struct {
+	fakeClock
+	step time.Duration
+}
+
+func (c *tickingClock) Now() time.Time { c.now = c.now.Add(c.step); return c.now }
+
+// A page of many events is cut into bursts: detection yields every
+// PaceEvery events inside it, not only between pages.
+func TestPace_YieldsInsideAPage(t *testing.T) {
+	c := &tickingClock{fakeClock: fakeClock{now: time.Unix(1_700_000_000, 0)}, step: 2 * time.Millisecond}
+	s := fixture(3000)
+	events := len(s.Source.Trades) + len(s.Source.Orders)
+	_, st, err := DetectHistoryPaced(context.Background(), s, newSnapshotHistory(s, 0), Pace{Share: 0.5, Now: c.Now, Sleep: c.Sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every other yield sleeps at least minSleep: the tick read after each
+	// sleep counts as slept, so the next yield owes less than minSleep.
+	if st.Pages != 1 || len(c.sleeps) < events/PaceEvery/2 {
+		t.Fatalf("%d sleeps over %d page(s) of %d events, want at least one every %d events", len(c.sleeps), st.Pages, events, 2*PaceEvery)
+	}
+}
+
 func TestPace_UnpacedNeverSleeps(t *testing.T) {
 	for _, share := range []float64{0, 1, 2, -0.5} {
 		t.Run(shareString(share), func(t *testing.T) {
@@ -199,41 +225,35 @@ func TestPace_EstimatePastTheDeadline(t *testing.T) {
 					t.Fatalf("%q does not say %q", err, want)
 				}
 			}
-			if h.pages != judgeAfter+1 || len(clock.sleeps) != judgeAfter {
-				t.Fatalf("stopped after %d pages and %d sleeps, want at the first judged page (%d) before sleeping it", h.pages, len(clock.sleeps), judgeAfter+1)
+			// Each page's fetch is slept before its checks; the judged page's
+			// checks are not.
+			if h.pages != judgeAfter+1 || len(clock.sleeps) != judgeAfter+1 {
+				t.Fatalf("stopped after %d pages and %d sleeps, want at the first judged page (%d)", h.pages, len(clock.sleeps), judgeAfter+1)
 			}
 		})
 	}
 }
 
 // A cancelled run ends its sleep at once (the real sleeper), as a history
-// failure the workflow reports cancelled.
+// failure the workflow reports cancelled, and the sleep it was cut from
+// counts as slept.
 func TestPace_CancelEndsTheSleep(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
+	defer time.AfterFunc(100*time.Millisecond, cancel).Stop()
 	s := fixture(200)
-	h := &cancellingHistory{snapshotHistory: newSnapshotHistory(s, 10), cancel: cancel}
 	start := time.Now()
 	// Busy is real time here: a share of a millionth owes a sleep of
-	// minutes after any page.
-	_, _, err := DetectHistoryPaced(ctx, s, h, Pace{Share: 1e-6})
+	// minutes after any work.
+	_, st, err := DetectHistoryPaced(ctx, s, newSnapshotHistory(s, 10), Pace{Share: 1e-6})
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrHistory) {
 		t.Fatalf("err %v, want the cancellation as a history failure", err)
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("the cancelled sleep took %s", took)
 	}
-}
-
-type cancellingHistory struct {
-	*snapshotHistory
-	cancel func()
-}
-
-func (h *cancellingHistory) NextPage(ctx context.Context) (*SourcePage, error) {
-	p, err := h.snapshotHistory.NextPage(ctx)
-	time.Sleep(time.Millisecond)
-	go func() { time.Sleep(50 * time.Millisecond); h.cancel() }()
-	return p, err
+	if st.Slept < 50*time.Millisecond || st.Busy > st.Slept {
+		t.Fatalf("stats %+v: the sleep cut by the cancellation is not counted as slept", st)
+	}
 }
 
 // Pacing changes when detection works, never what it finds: every

@@ -205,8 +205,19 @@ var _ recon.SerialHistory = (*history)(nil)
 
 // ReadSerially stops reading ahead: a paced detection's busy time then
 // covers every page and batch it causes (recon.Pace). Called before the
-// first page; a page or fill already under way is awaited as always.
-func (h *history) ReadSerially() { h.serial = true }
+// first page; a page or fill already under way is awaited as always. Its
+// pages are at most pacedPageEvents: a page is one stretch of work for the
+// member and the client's verification, which the detection cannot cut.
+func (h *history) ReadSerially() {
+	h.serial = true
+	h.lim.page = min(h.lim.page, pacedPageEvents)
+}
+
+// pacedPageEvents is a paced read's page size: about ten milliseconds of
+// the member's and the client's work, where a page of the contract's
+// maximum is a tenth of a second that a live writer on the same cores
+// would wait behind.
+const pacedPageEvents = 1000
 
 type fetched struct {
 	p    *source.Page
