@@ -46,13 +46,13 @@ const (
 )
 
 // besideRounds is how many alone / scheduled pairs the benchmark
-// interleaves (PROJECTION_BENCH_BESIDE_ROUNDS, default 2), so that the
+// interleaves (PROJECTION_BENCH_BESIDE_ROUNDS, default 3), so that the
 // machine's noise (other work on its cores) falls on both sides.
 func besideRounds() int {
 	if n, err := strconv.Atoi(os.Getenv("PROJECTION_BENCH_BESIDE_ROUNDS")); err == nil && n > 0 {
 		return n
 	}
-	return 2
+	return 3
 }
 
 // besideShare is the scheduled dry runs' share of one CPU
@@ -87,6 +87,7 @@ type phaseResult struct {
 	took     time.Duration
 	loadavg  string
 	firstRun time.Duration // the first dry run's duration (0: none completed)
+	estRun   time.Duration // a paced dry run's last estimate of its whole duration
 }
 
 // besideResult is one run of liveBesideDryRuns.
@@ -161,11 +162,17 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 				defer close(done)
 				for d.on && ctx.Err() == nil {
 					began := time.Now()
-					res, err := wf.DryRunWith(ctx, of.scope, recon.DryRunOptions{Pace: d.pace})
+					// The run's deadline is the manager's default, as in the controller.
+					rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+					res, err := wf.DryRunWith(rctx, of.scope, recon.DryRunOptions{Pace: d.pace})
+					cancel()
 					if res != nil && res.DryRunResult != nil {
 						pr.paced.Busy += res.Pacing.Busy
 						pr.paced.Slept += res.Pacing.Slept
 						pr.paced.Pages += res.Pacing.Pages
+						if e := res.Pacing.EstimatedEnd; !e.IsZero() {
+							pr.estRun = e.Sub(began)
+						}
 					}
 					if ctx.Err() != nil {
 						pr.cut++
@@ -194,9 +201,9 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 		})
 		pr.took = time.Since(start)
 		if b, ok := tb.(*testing.B); ok {
-			b.Logf("phase %-22s load %s: %6.1f s, live p99 %7.1f ms over %d writes, dry runs %d done + %d cut, busy %s slept %s, pages refused %d",
+			b.Logf("phase %-14s load %s: %5.1f s, live p99 %6.1f ms over %d writes, dry runs %d done + %d cut, busy %s slept %s (estimated run %s), pages refused %d",
 				name, pr.loadavg, pr.took.Seconds(), ms(pct(pr.live, 99)), len(pr.live), pr.dryRuns, pr.cut,
-				pr.paced.Busy.Round(time.Millisecond), pr.paced.Slept.Round(time.Millisecond), len(pr.refused))
+				pr.paced.Busy.Round(time.Millisecond), pr.paced.Slept.Round(time.Millisecond), pr.estRun.Round(time.Second), len(pr.refused))
 		}
 		return pr
 	}
@@ -291,12 +298,10 @@ func BenchmarkLiveBesideDryRuns(b *testing.B) {
 		}
 		var sp recon.PaceStats
 		var done, cut int
-		var first time.Duration
+		var first, est time.Duration
 		for _, p := range r.scheduled {
 			sp.Busy, sp.Slept, done, cut = sp.Busy+p.paced.Busy, sp.Slept+p.paced.Slept, done+p.dryRuns, cut+p.cut
-			if first == 0 {
-				first = p.firstRun
-			}
+			first, est = max(first, p.firstRun), max(est, p.estRun)
 		}
 		b.ReportMetric(share, "scheduled_share")
 		if sp.Busy+sp.Slept > 0 {
@@ -305,6 +310,10 @@ func BenchmarkLiveBesideDryRuns(b *testing.B) {
 		b.ReportMetric(float64(done), "scheduled_dry_runs")
 		b.ReportMetric(float64(cut), "scheduled_dry_runs_cut")
 		b.ReportMetric(first.Seconds(), "scheduled_dry_run_s")
+		b.ReportMetric(est.Seconds(), "scheduled_dry_run_est_s")
+		if r.backToBack.dryRuns > 0 {
+			b.ReportMetric(r.backToBack.firstRun.Seconds(), "unpaced_dry_run_s")
+		}
 		with, ten, control := pct(r.backToBack.live, 99), pct(r.every10s.live, 99), pct(r.control.live, 99)
 		b.ReportMetric(ms(with), "live_dryruns_p99_ms")
 		b.ReportMetric(float64(with)/float64(alone), "p99_dryruns/without")
