@@ -24,8 +24,10 @@ import (
 )
 
 // Pace bounds the share of one CPU a streamed detection takes (a duty
-// cycle, as PostgreSQL's cost-based vacuum delay): between two source pages
-// it sleeps so that its busy time stays at most Share of its elapsed time.
+// cycle, as PostgreSQL's cost-based vacuum delay): at each of its yields
+// (after the read's setup steps, a page's fetch and rows, and every
+// PaceEvery events) it sleeps so that its busy time stays at most Share of
+// its elapsed time.
 // Busy time is the detection's own wall-clock time between sleeps, with the
 // history read serially (SerialHistory): at any moment at most one of the
 // detection, the member and the database works for the run, so its busy

@@ -201,8 +201,8 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 		})
 		pr.took = time.Since(start)
 		if b, ok := tb.(*testing.B); ok {
-			b.Logf("phase %-14s load %s: %5.1f s, live p99 %6.1f ms over %d writes, dry runs %d done + %d cut, busy %s slept %s (estimated run %s), pages refused %d",
-				name, pr.loadavg, pr.took.Seconds(), ms(pct(pr.live, 99)), len(pr.live), pr.dryRuns, pr.cut,
+			b.Logf("phase %-14s load %s: %5.1f s, live p99 %6.1f ms over %d writes, dry runs %d done + %d cut, paced over %d pages: busy %s slept %s (estimated run %s), pages refused %d",
+				name, pr.loadavg, pr.took.Seconds(), ms(pct(pr.live, 99)), len(pr.live), pr.dryRuns, pr.cut, pr.paced.Pages,
 				pr.paced.Busy.Round(time.Millisecond), pr.paced.Slept.Round(time.Millisecond), pr.estRun.Round(time.Second), len(pr.refused))
 		}
 		return pr
