@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,16 +44,17 @@ const (
 	besideRate     = 2000
 	besideEvery10  = 10 * time.Second
 	besideSchedule = time.Minute
+	besideGate     = 2 * time.Second
 )
 
 // besideRounds is how many alone / scheduled pairs the benchmark
-// interleaves (PROJECTION_BENCH_BESIDE_ROUNDS, default 3), so that the
+// interleaves (PROJECTION_BENCH_BESIDE_ROUNDS, default 2), so that the
 // machine's noise (other work on its cores) falls on both sides.
 func besideRounds() int {
 	if n, err := strconv.Atoi(os.Getenv("PROJECTION_BENCH_BESIDE_ROUNDS")); err == nil && n > 0 {
 		return n
 	}
-	return 3
+	return 2
 }
 
 // besideShare is the scheduled dry runs' share of one CPU
@@ -72,6 +74,68 @@ type dryRuns struct {
 	every   time.Duration
 	fromEnd bool
 	pace    recon.Pace
+	// gate > 0 suspends the dry runs every other gate (gatedPace): the
+	// phase's live writes are then split by whether a paced run was
+	// working or suspended when they arrived.
+	gate time.Duration
+}
+
+// gatedPace is a Pace whose run is suspended while the gate is closed: its
+// next yield waits for the gate to open, and the time it waited is hidden
+// from the pacer's clock, so when the gate opens the run resumes at its
+// share (not in a burst paying back the time it was stopped). It lets one
+// catch-up interleave "a paced dry run working" with "none" every gate,
+// finer than any phase, so the machine's noise falls on both alike.
+type gatedPace struct {
+	mu     sync.Mutex
+	open   bool
+	opened chan struct{} // closed when the gate opens
+	hidden time.Duration // time spent waiting at the gate
+}
+
+func newGatedPace() *gatedPace { return &gatedPace{open: true, opened: make(chan struct{})} }
+
+func (g *gatedPace) set(open bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case open && !g.open:
+		close(g.opened)
+	case !open && g.open:
+		g.opened = make(chan struct{})
+	}
+	g.open = open
+}
+
+func (g *gatedPace) now() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return time.Now().Add(-g.hidden)
+}
+
+func (g *gatedPace) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	g.mu.Lock()
+	open, opened := g.open, g.opened
+	g.mu.Unlock()
+	if open {
+		return nil
+	}
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+	case <-opened:
+	}
+	g.mu.Lock()
+	g.hidden += time.Since(start)
+	g.mu.Unlock()
+	return ctx.Err()
 }
 
 // phaseResult is one phase: its live write latencies, its dry runs
@@ -88,11 +152,19 @@ type phaseResult struct {
 	loadavg  string
 	firstRun time.Duration // the first dry run's duration (0: none completed)
 	estRun   time.Duration // a paced dry run's last estimate of its whole duration
+	// gated: the live writes that arrived while the paced run worked (on)
+	// and while it was suspended (off), past gateSettle into the window.
+	on, off []time.Duration
 }
+
+// gateSettle is how far into a gate window a live write must arrive to be
+// counted in it: the queue the other window left behind has drained.
+const gateSettle = 250 * time.Millisecond
 
 // besideResult is one run of liveBesideDryRuns.
 type besideResult struct {
 	alone, scheduled     []phaseResult // interleaved rounds
+	gated                []phaseResult // each round's third phase: the paced run suspended every other besideGate
 	backToBack, every10s phaseResult
 	control              phaseResult // back to back, dry runs of another database's scope
 }
@@ -103,6 +175,9 @@ func (r besideResult) phases() []phaseResult {
 		out = append(out, r.alone[i])
 		if i < len(r.scheduled) {
 			out = append(out, r.scheduled[i])
+		}
+		if i < len(r.gated) {
+			out = append(out, r.gated[i])
 		}
 	}
 	return append(out, r.backToBack, r.every10s, r.control)
@@ -126,9 +201,11 @@ func (r besideResult) refused() (n int) {
 // liveBesideDryRuns (docs/performance.md): a scope of about events events
 // catching up from genesis (pages of the contract's maximum, under its
 // worker's lease) while its live projector writes at besideRate, each
-// phase in a fresh world with the same log: rounds of (1) no dry run and
+// phase in a fresh world with the same log: rounds of (1) no dry run,
 // (2) the goal's schedule, a dry run of that scope paced at share of one
-// CPU every besideSchedule, interleaved; then (3) unpaced dry runs of it
+// CPU every besideSchedule, and (2') the same suspended every other
+// besideGate (gatedPace: its live writes split by whether the paced run
+// worked when they arrived), interleaved; then (3) unpaced dry runs of it
 // back to back, (4) one every besideEvery10, and (5) the control, back to
 // back of a scope in another database. Each live write's latency runs from
 // its scheduled arrival to its commit. A dry run still running when the
@@ -155,7 +232,31 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 		}
 		gen := &live.Feed{Seq: 1 << 40}
 		start := time.Now()
+		var toggles []time.Time // when the gate turned, from open
+		var t0 time.Time        // about the live feed's first arrival
+		if d.gate > 0 {
+			g := newGatedPace()
+			d.pace.Now, d.pace.Sleep = g.now, g.sleep
+			defer g.set(true)
+			gated := make(chan struct{})
+			defer close(gated)
+			go func(open bool) {
+				tick := time.NewTicker(d.gate)
+				defer tick.Stop()
+				for {
+					select {
+					case <-gated:
+						return
+					case at := <-tick.C:
+						open = !open
+						g.set(open)
+						toggles = append(toggles, at)
+					}
+				}
+			}(true)
+		}
 		pr.live = live.Drive(w.admin, w.scope, besideRate, gen.Next, func(err error) { tb.Error(err) }, func(context.Context) {
+			t0 = time.Now()
 			ctx, stop := context.WithCancel(ctxb)
 			done := make(chan struct{})
 			go func() {
@@ -200,7 +301,14 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 			<-done
 		})
 		pr.took = time.Since(start)
+		if d.gate > 0 {
+			pr.on, pr.off = splitByGate(pr.live, t0, toggles, d.gate)
+		}
 		if b, ok := tb.(*testing.B); ok {
+			if d.gate > 0 {
+				b.Logf("phase %-14s writes while the paced run worked: p99 %6.1f ms over %d; while it was suspended: p99 %6.1f ms over %d",
+					name, ms(pct(pr.on, 99)), len(pr.on), ms(pct(pr.off, 99)), len(pr.off))
+			}
 			b.Logf("phase %-14s load %s: %5.1f s, live p99 %6.1f ms over %d writes, dry runs %d done + %d cut, paced over %d pages: busy %s slept %s (estimated run %s), pages refused %d",
 				name, pr.loadavg, pr.took.Seconds(), ms(pct(pr.live, 99)), len(pr.live), pr.dryRuns, pr.cut, pr.paced.Pages,
 				pr.paced.Busy.Round(time.Millisecond), pr.paced.Slept.Round(time.Millisecond), pr.estRun.Round(time.Second), len(pr.refused))
@@ -208,9 +316,12 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 		return pr
 	}
 	scheduled := dryRuns{on: true, every: besideSchedule, fromEnd: true, pace: recon.Pace{Share: share}}
+	gated := scheduled
+	gated.gate = besideGate
 	for i := range rounds {
 		r.alone = append(r.alone, phase(fmt.Sprintf("alone-%d", i+1), dryRuns{}, nil))
 		r.scheduled = append(r.scheduled, phase(fmt.Sprintf("scheduled-%d", i+1), scheduled, nil))
+		r.gated = append(r.gated, phase(fmt.Sprintf("gated-%d", i+1), gated, nil))
 	}
 	r.backToBack = phase("back-to-back", dryRuns{on: true}, nil)
 	if all {
@@ -221,6 +332,31 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 	other := newWorld(tb, "beside-other", commands, worldOpts{catchUp: true, accounts: 50, memberProcess: true})
 	r.control = phase("control", dryRuns{on: true}, other)
 	return r
+}
+
+// splitByGate splits live latencies (in arrival order, besideRate from t0)
+// by the gate's window at their arrival: open (on) from t0 to the first
+// toggle, then alternating, each window counted from gateSettle past its
+// start; a write in a window's first gateSettle, or after the last toggle
+// plus gate, is in neither.
+func splitByGate(lat []time.Duration, t0 time.Time, toggles []time.Time, gate time.Duration) (on, off []time.Duration) {
+	starts := append([]time.Time{t0}, toggles...)
+	w := 0
+	for i, l := range lat {
+		due := t0.Add(time.Duration(i) * time.Second / besideRate)
+		for w+1 < len(starts) && !due.Before(starts[w+1]) {
+			w++
+		}
+		if due.Sub(starts[w]) < gateSettle || due.Sub(starts[w]) >= gate {
+			continue
+		}
+		if w%2 == 0 {
+			on = append(on, l)
+		} else {
+			off = append(off, l)
+		}
+	}
+	return on, off
 }
 
 // loadavg is /proc/loadavg's first three figures ("?" where it cannot be read).
@@ -296,6 +432,13 @@ func BenchmarkLiveBesideDryRuns(b *testing.B) {
 			b.ReportMetric(ms(s), fmt.Sprintf("live_scheduled_p99_ms(r%d)", i+1))
 			b.ReportMetric(float64(s)/float64(a), fmt.Sprintf("p99_scheduled/without(r%d)", i+1))
 		}
+		var on, off []time.Duration
+		for _, g := range r.gated {
+			on, off = append(on, g.on...), append(off, g.off...)
+		}
+		b.ReportMetric(ms(pct(on, 99)), "live_gated_on_p99_ms")
+		b.ReportMetric(ms(pct(off, 99)), "live_gated_off_p99_ms")
+		b.ReportMetric(float64(pct(on, 99))/float64(pct(off, 99)), "p99_paced_working/suspended")
 		var sp recon.PaceStats
 		var done, cut int
 		var first, est time.Duration
@@ -344,4 +487,33 @@ func TestLiveBesideDryRuns_Small(t *testing.T) {
 	}
 	t.Logf("live p99 %s alone, %s beside a paced scheduled dry run, %s with %d dry runs back to back",
 		pct(r.alone[0].live, 99), pct(r.scheduled[0].live, 99), pct(r.backToBack.live, 99), r.backToBack.dryRuns)
+}
+
+// splitByGate attributes each live write to the gate window of its arrival
+// (open first, then alternating), leaving out a window's first gateSettle.
+func TestSplitByGate(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	gate := time.Second
+	lat := make([]time.Duration, 3*besideRate+10) // 3 s of arrivals and a few past the last window
+	for i := range lat {
+		lat[i] = time.Duration(i)
+	}
+	on, off := splitByGate(lat, t0, []time.Time{t0.Add(gate), t0.Add(2 * gate)}, gate)
+	per := int((gate - gateSettle) * besideRate / time.Second)
+	if len(on) != 2*per || len(off) != per {
+		t.Fatalf("on %d, off %d writes, want %d and %d", len(on), len(off), 2*per, per)
+	}
+	settle := time.Duration(int(gateSettle * besideRate / time.Second))
+	for _, c := range []struct {
+		name      string
+		got, want time.Duration
+	}{
+		{"first on", on[0], settle},
+		{"first off", off[0], time.Duration(besideRate) + settle},
+		{"first on after off", on[per], time.Duration(2*besideRate) + settle},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: write %d, want %d", c.name, c.got, c.want)
+		}
+	}
 }
