@@ -103,7 +103,7 @@ func (r *ProjectionReconciliationReconciler) dryRun(ctx context.Context, s *reco
 		st.RunState, st.LastRunAt, s.runError = recoveryv1.RunFailed, nowTime(r.Clock.Now()), redact(err.Error(), s.secrets)
 		return nil
 	}
-	d, err := wf.DryRun(ctx, s.recovery.Spec.Scope)
+	d, err := wf.DryRunWith(ctx, s.recovery.Spec.Scope, recon.DryRunOptions{Pace: dryRunPace(&s.obj.Spec, r.DetectCPU)})
 	st.LastRunAt = nowTime(r.Clock.Now())
 	if d != nil && d.DryRunResult != nil {
 		st.RunState = recoveryv1.ReconciliationRunState(d.Run.Phase)
@@ -118,11 +118,7 @@ func (r *ProjectionReconciliationReconciler) dryRun(ctx context.Context, s *reco
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			s.runError = fmt.Sprintf("the dry run did not finish within its deadline (%s, --reconciliation-timeout): %s", r.runTimeout(), s.runError)
 		}
-		if recon.CodeOf(err) == recon.ResultSnapshotTooLarge {
-			// The same read would be refused again: only a person helps
-			// (fix the bulk drift, or run the reconciliation elsewhere).
-			s.stallReason, s.stallMessage = ReasonSnapshotTooLarge, "the scope is too large to reconcile within this manager's bounds: "+s.runError
-		}
+		s.stallReason, s.stallMessage = tooLargeStall(err, s.runError)
 		return nil
 	}
 	st.Report = reportSummary(d.Report)
@@ -130,6 +126,34 @@ func (r *ProjectionReconciliationReconciler) dryRun(ctx context.Context, s *reco
 	st.Plan.Binding = s.binding
 	r.Metrics.observeReport(s.obj, s.recovery.Spec.Scope, d.Report)
 	return nil
+}
+
+// dryRunPace is the pace of a dry run of spec: a scheduled one's detection
+// (spec.schedule, which every --reconcile-every reconciliation has) takes
+// at most share of one CPU, so a dry run every minute leaves the live path
+// its cores; one a person asked for (no schedule) runs unpaced, since
+// someone is waiting for its answer. The pacer measures real time, never
+// the reconciler's injected clock.
+func dryRunPace(spec *recoveryv1.ProjectionReconciliationSpec, share float64) recon.Pace {
+	if spec.Schedule == nil {
+		return recon.Pace{}
+	}
+	return recon.Pace{Share: share}
+}
+
+// tooLargeStall is the Stalled reason and message of a dry run refused
+// snapshot_too_large ("" when err is not one): the same read would be
+// refused again, so only a person helps (fix the bulk drift, raise the
+// bounds, or run the reconciliation elsewhere). A paced detection that
+// would end past the deadline has its own reason: its fix is a flag.
+func tooLargeStall(err error, runError string) (reason, message string) {
+	switch {
+	case recon.IsPacedPastDeadline(err):
+		return ReasonDetectionPacedPastDeadline, "the scheduled dry run's detection would not finish within the run's deadline, even unpaced: " + runError
+	case recon.CodeOf(err) == recon.ResultSnapshotTooLarge:
+		return ReasonSnapshotTooLarge, "the scope is too large to reconcile within this manager's bounds: " + runError
+	}
+	return "", ""
 }
 
 // apply executes spec.approval against the plan status shows (read back as

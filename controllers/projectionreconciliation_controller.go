@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/reconstore"
 )
 
@@ -80,10 +81,17 @@ type ProjectionReconciliationReconciler struct {
 	// MaxSnapshotRecords caps each side of a scope's read (0: reconstore's
 	// default); a larger scope is refused snapshot_too_large and Stalled.
 	MaxSnapshotRecords int64
+	// DetectCPU is the share of one CPU a scheduled dry run's detection
+	// takes at most (recon.Pace, dryRunPace); 0: unpaced.
+	DetectCPU float64
 }
 
 // DefaultReconciliationRunTimeout bounds a run when RunTimeout is 0.
 const DefaultReconciliationRunTimeout = 10 * time.Minute
+
+// DefaultReconciliationDetectCPU is the manager's default share of one CPU
+// for a scheduled dry run's detection (--reconciliation-detect-cpu).
+const DefaultReconciliationDetectCPU = recon.DefaultDetectCPU
 
 func (r *ProjectionReconciliationReconciler) runTimeout() time.Duration {
 	if r.RunTimeout > 0 {

@@ -95,7 +95,7 @@ func decideReconciliation(spec *recoveryv1.ProjectionReconciliationSpec, st *rec
 		return reconDecision{action: reconDryRun, why: "generation changed"}
 	}
 	if st.RunState == recoveryv1.RunFailed || st.RunState == recoveryv1.RunCancelled {
-		if c := meta.FindStatusCondition(st.Conditions, recoveryv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonSnapshotTooLarge {
+		if c := meta.FindStatusCondition(st.Conditions, recoveryv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue && tooLargeReason(c.Reason) {
 			if !before(now, st.LastRunAt, tooLargeRetry) {
 				return reconDecision{action: reconDryRun, why: "the scope was too large to reconcile: trying again"}
 			}
@@ -253,7 +253,16 @@ const (
 	// manager's bounds); it is retried only after tooLargeRetry or a spec
 	// change, not every reconRetry.
 	ReasonSnapshotTooLarge = "SnapshotTooLarge"
+	// ReasonDetectionPacedPastDeadline: a scheduled dry run's detection
+	// estimated its end past the run's deadline even unpaced, and stopped
+	// (--reconciliation-timeout); retried as a snapshot_too_large refusal is.
+	ReasonDetectionPacedPastDeadline = "DetectionPacedPastDeadline"
 )
+
+// tooLargeReason: a Stalled reason whose dry run waits tooLargeRetry.
+func tooLargeReason(reason string) bool {
+	return reason == ReasonSnapshotTooLarge || reason == ReasonDetectionPacedPastDeadline
+}
 
 // tooLargeRetry is how soon a dry run refused snapshot_too_large is tried
 // again without a spec change: re-reading up to the cap every reconRetry

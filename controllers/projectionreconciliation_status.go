@@ -63,7 +63,7 @@ func (r *ProjectionReconciliationReconciler) computeStatus(s *reconScope) {
 	redactView(st, s.redact)
 	if s.stallReason == "" && s.decision.action == reconNothing && st.RunState == recoveryv1.RunFailed {
 		// A too-large scope stays Stalled until its next dry run says otherwise.
-		if c := meta.FindStatusCondition(st.Conditions, recoveryv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonSnapshotTooLarge {
+		if c := meta.FindStatusCondition(st.Conditions, recoveryv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue && tooLargeReason(c.Reason) {
 			s.stallReason, s.stallMessage = c.Reason, c.Message
 		}
 	}

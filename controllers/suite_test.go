@@ -223,6 +223,9 @@ func startManagerOn(cfg *rest.Config, owner string, sel labels.Selector, autoRec
 			// holds up no other test's reconciliation meanwhile.
 			MaxConcurrentReconciles: 2,
 			RunTimeout:              suiteReconRunTimeout,
+			// Scheduled dry runs paced as the manager's default: every
+			// spec.schedule test detects through the paced path.
+			DetectCPU: DefaultReconciliationDetectCPU,
 		}
 		// The counters on the registry the manager serves, as main wires them.
 		if suiteRecon.Telemetry, err = ReconciliationTelemetry(); err != nil {

@@ -34,7 +34,7 @@ echo "bench: live projector at 2,000 events/s alone, beside a catch-up of anothe
 PROJECTION_BENCH_EVENTS="${events}" go test "${repeated[@]}" -bench LiveDuringCatchUp ./internal/reference/live
 echo "bench: reconciliation's streamed detection of a clean scope (Provider.Open + DetectHistory), N and 4N = ${events} events (member over HTTP + PostgreSQL): peak heap, events/s, t(4N)/t(N)"
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench Detect_CleanScope ./internal/reconstore
-echo "bench: live projector at 2,000 events/s during a catch-up of its scope (${events} events), alone, with dry runs of that scope back to back and every 10 s, and with dry runs of another database's scope (the control)"
+echo "bench: live projector at 2,000 events/s during a catch-up of its scope (${events} events): interleaved rounds alone and beside a dry run of that scope paced at the manager share every 60 s (the goal), then with unpaced dry runs of it back to back and every 10 s, and of another database scope (the control)"
 PROJECTION_BENCH_EVENTS="${events}" go test "${flags[@]}" -bench LiveBesideDryRuns ./internal/reconstore
 echo "bench: controller (idle CURRENT scope; 100 and 1,000 scopes on one manager; three managers; NATS reconnect edge to CURRENT)"
 go test "${flags[@]}" -bench . -skip EndToEnd ./controllers

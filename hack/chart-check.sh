@@ -40,6 +40,11 @@ refuse "'leaderElectoin' not allowed" --set leaderElectoin.enabled=true
 refuse "'enable' not allowed" --set autoRecovery.enable=true
 refuse "/replicaCount" --set replicaCount=two
 refuse "/logLevel" --set logLevel=verbose
+refuse "/reconciliation/detectCPU" --set reconciliation.detectCPU=1.5
+refuse "/reconciliation/detectCPU" --set-json reconciliation.detectCPU=2
+# --set passes a fraction as a string: 0.05 must render as the flag's value.
+"${helm}" template ci "${chart}" "${kv[@]}" --set reconciliation.detectCPU=0.05 | grep -qF -- '--reconciliation-detect-cpu=0.05' || {
+  echo "chart-check: --set reconciliation.detectCPU=0.05 does not reach --reconciliation-detect-cpu" >&2; exit 1; }
 refuse "/image/pullPolicy" --set image.pullPolicy=Sometimes
 refuse "/watchNamespaces/0" --set 'watchNamespaces={Team_A}'
 refuse "/metrics/port" --set metrics.port=0

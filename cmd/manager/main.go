@@ -66,6 +66,7 @@ type options struct {
 	reconWorkers            int
 	reconTimeout            time.Duration
 	reconMaxRecords         int64
+	reconDetectCPU          float64
 	syncPeriod              time.Duration
 	leaderElect             bool
 	leaderElectionNamespace string
@@ -108,6 +109,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "Scopes reconciled in parallel by this manager.")
 	fs.IntVar(&o.reconWorkers, "reconciliation-workers", 2, "ProjectionReconciliations (dry runs, applies, rollbacks) run in parallel by this manager.")
 	fs.Int64Var(&o.reconMaxRecords, "reconciliation-max-records", reconstore.DefaultMaxSnapshotRecords, "Records a reconciliation reads of each side of a scope at most; a larger scope is refused snapshot_too_large.")
+	fs.Float64Var(&o.reconDetectCPU, "reconciliation-detect-cpu", controllers.DefaultReconciliationDetectCPU, "Share of one CPU a scheduled dry run's detection (a ProjectionReconciliation with spec.schedule) takes at most, between 0 and 1: it sleeps between source pages so the live path keeps the cores (docs/performance.md). A dry run without a schedule, one a person asked for, is never paced. A paced detection whose estimate ends past --reconciliation-timeout takes the share it needs to end in time; one that would not end in time even unpaced stops at once, Stalled DetectionPacedPastDeadline. 0 or 1: unpaced.")
 	fs.DurationVar(&o.reconTimeout, "reconciliation-timeout", controllers.DefaultReconciliationRunTimeout, "Deadline of one reconciliation dry run, apply or rollback; a run past it is cancelled and retried.")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "Full resync period of the informer cache (cycles are scheduled by each resource's interval, not by this).")
 	// FR-APR08
@@ -178,6 +180,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.reconWorkers < 1 || o.reconTimeout <= 0 || o.reconMaxRecords < 1 {
 		return o, &usageError{fmt.Errorf("--reconciliation-workers, --reconciliation-timeout and --reconciliation-max-records must be positive, got %d, %s and %d", o.reconWorkers, o.reconTimeout, o.reconMaxRecords)}
+	}
+	if !(o.reconDetectCPU >= 0 && o.reconDetectCPU <= 1) { // NaN too
+		return o, &usageError{fmt.Errorf("--reconciliation-detect-cpu must be between 0 and 1 (a share of one CPU; 0 or 1: unpaced), got %v", o.reconDetectCPU)}
 	}
 	if o.maxConcurrentReconciles < 1 {
 		return o, &usageError{fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.maxConcurrentReconciles)}
@@ -368,6 +373,7 @@ func run(args []string) error {
 		MaxConcurrentReconciles: o.reconWorkers,
 		RunTimeout:              o.reconTimeout,
 		MaxSnapshotRecords:      o.reconMaxRecords,
+		DetectCPU:               o.reconDetectCPU,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the reconciliation controller: %w", err)
 	}
@@ -400,7 +406,7 @@ func run(args []string) error {
 		return err
 	}
 
-	log.Info("starting manager", "version", versionString(), "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect, "watchNamespaces", o.watchNamespaces, "metricsSecure", o.metricsSecure, "reconcileEvery", o.reconcileEvery.String(), "writeSliceBudget", o.writeSliceBudget.String(), "watchSecrets", o.watchSecrets)
+	log.Info("starting manager", "version", versionString(), "owner", owner, "autoRecovery", o.enableAutoRecovery, "maxConcurrentReconciles", o.maxConcurrentReconciles, "leaderElection", o.leaderElect, "watchNamespaces", o.watchNamespaces, "metricsSecure", o.metricsSecure, "reconcileEvery", o.reconcileEvery.String(), "reconciliationDetectCPU", o.reconDetectCPU, "writeSliceBudget", o.writeSliceBudget.String(), "watchSecrets", o.watchSecrets)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

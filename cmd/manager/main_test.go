@@ -26,6 +26,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/projection-recovery/projection-recovery/controllers"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
@@ -68,6 +69,14 @@ func TestParseFlags_DefaultsAndErrors(t *testing.T) {
 	if o.writeSliceBudget != store.DefaultSliceBudget {
 		t.Errorf("--write-slice-budget defaults to %s, want %s", o.writeSliceBudget, store.DefaultSliceBudget)
 	}
+	if o.reconDetectCPU != controllers.DefaultReconciliationDetectCPU || !(o.reconDetectCPU > 0 && o.reconDetectCPU < 1) {
+		t.Errorf("--reconciliation-detect-cpu defaults to %v, want %v: a scheduled dry run is paced by default", o.reconDetectCPU, controllers.DefaultReconciliationDetectCPU)
+	}
+	for _, ok := range []string{"--reconciliation-detect-cpu=0", "--reconciliation-detect-cpu=0.05", "--reconciliation-detect-cpu=1"} {
+		if _, err := parseFlags([]string{ok}); err != nil {
+			t.Errorf("parseFlags(%s) = %v, want accepted", ok, err)
+		}
+	}
 	if _, err := parseFlags([]string{"--reconcile-every=169h"}); err == nil || !strings.Contains(err.Error(), "reconcile-every") {
 		t.Errorf("--reconcile-every=169h = %v, want refused (the CRD's schedule.interval bound)", err)
 	}
@@ -79,6 +88,9 @@ func TestParseFlags_DefaultsAndErrors(t *testing.T) {
 		"watch-namespace":           {"--watch-namespace=team-a,Team_B"},
 		"listed twice":              {"--watch-namespace=team-a,team-a"},
 		"write-slice-budget":        {"--write-slice-budget=11s"},
+		"reconciliation-detect-cpu": {"--reconciliation-detect-cpu=1.5"},
+		"between 0 and 1":           {"--reconciliation-detect-cpu=-0.1"},
+		"got NaN":                   {"--reconciliation-detect-cpu=NaN"},
 	}
 	for want, args := range cases {
 		t.Run(want, func(t *testing.T) {

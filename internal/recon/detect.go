@@ -250,13 +250,30 @@ func Detect(s *Snapshot) (*Report, error) {
 // finding up to s.MaxFindings. s's own history slices are not read: h is
 // the history. A failure of h is wrapped in ErrHistory.
 func DetectHistory(ctx context.Context, s *Snapshot, h History) (*Report, error) {
+	r, _, err := DetectHistoryPaced(ctx, s, h, Pace{})
+	return r, err
+}
+
+// DetectHistoryPaced is DetectHistory at pace (Pace: a share of one CPU;
+// the zero Pace is unpaced), and what the pacing did. Pacing changes when
+// the work is done, never what it finds: the same history gives the same
+// report at any pace. Past ctx's deadline by its own estimate it stops with
+// ErrPacedPastDeadline.
+func DetectHistoryPaced(ctx context.Context, s *Snapshot, h History, pace Pace) (*Report, PaceStats, error) {
 	if s == nil || h == nil {
-		return nil, errors.New("recon: detect: nil snapshot or history")
+		return nil, PaceStats{}, errors.New("recon: detect: nil snapshot or history")
 	}
 	e, err := newEngine(ctx, s, h)
 	if err != nil {
-		return nil, err
+		return nil, PaceStats{}, err
 	}
+	e.pace = newPacer(pace, h)
+	r, err := e.detect()
+	return r, e.pace.stats(), err
+}
+
+// detect runs the engine, then the checks of the small tables.
+func (e *engine) detect() (*Report, error) {
 	if err := e.run(); err != nil {
 		return nil, err
 	}

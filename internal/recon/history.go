@@ -93,7 +93,11 @@ type HistoryRows struct {
 // SourcePage is one page of verified source events: every event with a seq
 // in (the previous page's Through, Through], each type in source order.
 type SourcePage struct {
-	Through  int64
+	Through int64
+	// Boundary is the seq the read stops at (the source boundary B the
+	// read's first page reported), the measure of a paced detection's
+	// progress (Through / Boundary); 0: unknown.
+	Boundary int64
 	Trades   []wire.Trade
 	Orders   []wire.Order
 	Openings []wire.Opening
@@ -252,7 +256,7 @@ func (h *snapshotHistory) NextPage(context.Context) (*SourcePage, error) {
 	}
 	through := h.seqs[end-1]
 	h.next = end
-	p := &SourcePage{Through: through}
+	p := &SourcePage{Through: through, Boundary: h.seqs[len(h.seqs)-1]}
 	src := &h.s.Source
 	for ; h.ti < len(h.trades) && src.Trades[h.trades[h.ti]].Seq <= through; h.ti++ {
 		p.Trades = append(p.Trades, src.Trades[h.trades[h.ti]])

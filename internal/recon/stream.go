@@ -70,7 +70,8 @@ type engine struct {
 	wantC     map[string]*wire.Order // newest wanted version past the order's row (or of an order without a row)
 	wantOrder []string
 
-	pos *positions
+	pos  *positions
+	pace *pacer // nil: unpaced
 
 	// the page's rows by identity, reused from page to page
 	pageT map[string]*TradeRow
@@ -150,6 +151,9 @@ func (e *engine) run() error {
 			e.pendC[r.OrderID] = r
 		}
 	}
+	if err := e.pace.yield(ctx); err != nil {
+		return e.paceErr(err)
+	}
 	ids, groups, err := h.Duplicates(ctx)
 	if err != nil {
 		return e.histErr("duplicates", err)
@@ -163,6 +167,9 @@ func (e *engine) run() error {
 			e.group[r.TradeID] = &groupState{tradeSeq: r.TradeSeq}
 		}
 	}
+	if err := e.pace.yield(ctx); err != nil {
+		return e.paceErr(err)
+	}
 	e.cur.reserve(counts.Orders)
 	if err := h.CurrentOrders(ctx, e.cur.add); err != nil {
 		return e.histErr("current orders", err)
@@ -170,6 +177,9 @@ func (e *engine) run() error {
 	e.cur.build()
 	if err := e.checkHeld(); err != nil {
 		return err
+	}
+	if err := e.pace.yield(ctx); err != nil {
+		return e.paceErr(err)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -182,6 +192,9 @@ func (e *engine) run() error {
 		if p == nil {
 			break
 		}
+		if err := e.pace.yield(ctx); err != nil {
+			return e.paceErr(err)
+		}
 		if err := e.page(p); err != nil {
 			return err
 		}
@@ -190,6 +203,9 @@ func (e *engine) run() error {
 		}
 		if err := e.checkHeld(); err != nil {
 			return err
+		}
+		if err := e.pace.page(ctx, p.Through, p.Boundary); err != nil {
+			return e.paceErr(err)
 		}
 	}
 	e.s.Source = h.End()
@@ -210,6 +226,9 @@ func (e *engine) page(p *SourcePage) error {
 	rows, err := e.h.RowsThrough(e.ctx, p.Through)
 	if err != nil {
 		return e.histErr("rows", err)
+	}
+	if err := e.pace.yield(e.ctx); err != nil {
+		return e.paceErr(err)
 	}
 	pageT, pageE, pageC := e.pageT, e.pageE, e.pageC
 	clear(pageT)
@@ -276,13 +295,40 @@ func (e *engine) page(p *SourcePage) error {
 		e.pos.opening(&p.Openings[i])
 	}
 	for i := range p.Trades {
+		if err := e.every(i); err != nil {
+			return err
+		}
 		e.trade(&p.Trades[i], pairT[i])
 	}
 	for i := range p.Orders {
+		if err := e.every(i); err != nil {
+			return err
+		}
 		e.order(&p.Orders[i], pairE[i], pairC[i], curs[i])
 	}
 	e.pos.flush()
 	return nil
+}
+
+// every yields a paced detection before the i-th event of a page's loop
+// once every PaceEvery events.
+func (e *engine) every(i int) error {
+	if e.pace == nil || i == 0 || i%PaceEvery != 0 {
+		return nil
+	}
+	if err := e.pace.yield(e.ctx); err != nil {
+		return e.paceErr(err)
+	}
+	return nil
+}
+
+// paceErr is a pacing failure: the estimate past the deadline as it is,
+// a sleep cut by the run's end as a failed read.
+func (e *engine) paceErr(err error) error {
+	if IsPacedPastDeadline(err) {
+		return err
+	}
+	return e.histErr("paced", err)
 }
 
 func (e *engine) countEvent(seq int64) {

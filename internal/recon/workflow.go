@@ -149,13 +149,21 @@ func (w *Workflow) open(ctx context.Context, scope string) (*scopeRead, error) {
 	return &scopeRead{snap: &cp, history: h, release: release}, nil
 }
 
-// detect detects over the read once. A failure of the history is a read
-// failure (detectCode), not a detection bug.
+// detect detects over the read once, unpaced. A failure of the history is
+// a read failure (detectCode), not a detection bug.
 func (r *scopeRead) detect(ctx context.Context) (*Report, error) {
+	rep, _, err := r.detectPaced(ctx, Pace{})
+	return rep, err
+}
+
+// detectPaced is detect at pace (a materialised read is never paced: it
+// was read whole already).
+func (r *scopeRead) detectPaced(ctx context.Context, pace Pace) (*Report, PaceStats, error) {
 	if r.history == nil {
-		return Detect(r.snap)
+		rep, err := Detect(r.snap)
+		return rep, PaceStats{}, err
 	}
-	return DetectHistory(ctx, r.snap, r.history)
+	return DetectHistoryPaced(ctx, r.snap, r.history, pace)
 }
 
 // detectCode is the result code of a failed detection: the history's read
@@ -176,12 +184,29 @@ type DryRunResult struct {
 	Run    Run
 	Report *Report
 	Plan   *Plan
+	// Pacing is what DryRunOptions.Pace did (zero: unpaced).
+	Pacing PaceStats
 }
 
-// DryRun reads the scope once, detects, explains and plans. It writes
+// DryRunOptions are one dry run's options.
+type DryRunOptions struct {
+	// Pace paces its detection (Pace; the zero value is unpaced): a
+	// scheduled dry run yields the CPU to the live path.
+	Pace Pace
+}
+
+// DryRun reads the scope once, detects, explains and plans, unpaced
+// (DryRunWith).
+func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRunResult, error) {
+	return w.DryRunWith(ctx, scope, DryRunOptions{})
+}
+
+// DryRunWith reads the scope once, detects, explains and plans. It writes
 // nothing but its own run record (RunStore). A provider error fails the run
 // with snapshot_unavailable and yields NO report: never act on a partial one.
-func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRunResult, error) {
+// A paced detection whose estimate runs past ctx's deadline fails
+// snapshot_too_large (ErrPacedPastDeadline) with the estimate.
+func (w *Workflow) DryRunWith(ctx context.Context, scope string, opt DryRunOptions) (*DryRunResult, error) {
 	if err := w.validate(false); err != nil {
 		return nil, fail(ResultInternal, err, "workflow")
 	}
@@ -234,10 +259,12 @@ func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRunResult, err
 	if err := step(RunAnalyzing); err != nil {
 		return end(ResultInternal, err, "analyzing")
 	}
-	report, err := rd.detect(ctx)
+	report, paced, err := rd.detectPaced(ctx, opt.Pace)
 	rd.release() // the read's transaction is not held while the run is recorded
 	if err != nil {
-		return end(detectCode(err), err, "detect")
+		res, ferr := end(detectCode(err), err, "detect")
+		res.Pacing = paced
+		return res, ferr
 	}
 	plan, err := PlanRepairs(report, snap)
 	if err != nil {
@@ -248,6 +275,7 @@ func (w *Workflow) DryRun(ctx context.Context, scope string) (*DryRunResult, err
 		return end(ResultInternal, err, "reported")
 	}
 	log.V(1).Info("reconciliation dry run", "findings", len(report.Findings), "clean", report.Clean,
-		"actions", len(plan.Actions), "manual", len(plan.Manual), "plan", plan.PlanID)
-	return &DryRunResult{Run: run, Report: report, Plan: plan}, nil
+		"actions", len(plan.Actions), "manual", len(plan.Manual), "plan", plan.PlanID,
+		"paceShare", paced.Share, "busy", paced.Busy.String(), "slept", paced.Slept.String())
+	return &DryRunResult{Run: run, Report: report, Plan: plan, Pacing: paced}, nil
 }

@@ -183,7 +183,28 @@ type history struct {
 	// neither waits on the other (one page in flight, ended with the
 	// read's context).
 	ahead chan fetched
+	// serial: no reading ahead, neither the next page nor the cursors'
+	// next batches (ReadSerially, a paced detection).
+	serial bool
 }
+
+var _ recon.SerialHistory = (*history)(nil)
+
+// ReadSerially stops reading ahead: a paced detection's busy time then
+// covers every page and batch it causes (recon.Pace). Called before the
+// first page; a page or fill already under way is awaited as always. Its
+// pages are at most pacedPageEvents: a page is one stretch of work for the
+// member and the client's verification, which the detection cannot cut.
+func (h *history) ReadSerially() {
+	h.serial = true
+	h.lim.page = min(h.lim.page, pacedPageEvents)
+}
+
+// pacedPageEvents is a paced read's page size: about ten milliseconds of
+// the member's and the client's work, where a page of the contract's
+// maximum is a tenth of a second that a live writer on the same cores
+// would wait behind.
+const pacedPageEvents = 1000
 
 type fetched struct {
 	p    *source.Page
@@ -241,7 +262,7 @@ func (h *history) waitFill() error {
 // regardless would outrun what pages consume and buffer the whole table.
 func (h *history) startFill() {
 	tr, ev, or := h.trades.low(), h.events.low(), h.orders.low()
-	if !tr && !ev && !or {
+	if h.serial || !tr && !ev && !or {
 		return
 	}
 	h.filling = make(chan error, 1)
@@ -367,6 +388,7 @@ func (h *history) NextPage(context.Context) (*recon.SourcePage, error) {
 		h.first, h.expect = p.BoundarySeq, p.DescriptorHash
 		h.end.DescriptorHash, h.end.ProtocolVersion = p.DescriptorHash, p.ProtocolVersion
 	}
+	out.Boundary = h.first
 	if n := h.count + int64(len(p.Events)); n > h.lim.records {
 		return nil, h.fail("source", fmt.Errorf("%w: the source holds more than the snapshot cap of %d events through its boundary %d (%d read by seq %d)",
 			recon.ErrSnapshotTooLarge, h.lim.records, h.first, n, p.ThroughSeq))
@@ -384,6 +406,9 @@ func (h *history) NextPage(context.Context) (*recon.SourcePage, error) {
 		// with every page verified; any error fails the history.
 		h.done = true
 		h.end.Boundary, h.end.Digest, h.end.EventCount, h.end.Complete = h.after, h.digest, h.count, true
+		return out, nil
+	}
+	if h.serial {
 		return out, nil
 	}
 	// The next page follows this one's verified end: fetch it now.

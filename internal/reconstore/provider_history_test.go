@@ -36,43 +36,7 @@ func TestProviderHistory_MatchesMaterialisedRead(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "stream", 300, worldOpts{catchUp: true})
 	now := time.Now()
-	breaks := []struct{ name, sql string }{
-		{"clean", ``},
-		{"orphan trade", `INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, written_by)
-SELECT scope, 'orphan-1', trade_seq + 100000, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, 'live'
-  FROM trades WHERE scope = $1 ORDER BY seq LIMIT 1`},
-		{"changed position", `UPDATE positions SET quantity = quantity + 7
- WHERE scope = $1 AND (account, instrument) = (SELECT account, instrument FROM positions WHERE scope = $1 ORDER BY account, instrument LIMIT 1)`},
-		{"order row mismatch", `UPDATE orders SET remaining = remaining + 1
- WHERE scope = $1 AND order_id = (SELECT order_id FROM orders WHERE scope = $1 ORDER BY order_id LIMIT 1)`},
-		{"trade re-sequenced later", `UPDATE trades SET seq = seq + 250
- WHERE scope = $1 AND trade_id = (SELECT trade_id FROM trades WHERE scope = $1 ORDER BY seq, trade_id OFFSET 5 LIMIT 1)`},
-		{"trade re-sequenced earlier", `UPDATE trades SET seq = seq - 200
- WHERE scope = $1 AND trade_id = (SELECT trade_id FROM trades WHERE scope = $1 AND seq > 300 ORDER BY seq, trade_id LIMIT 1)`},
-		{"order version re-sequenced later", `UPDATE order_events SET seq = seq + 180
- WHERE scope = $1 AND (order_id, version) = (SELECT order_id, version FROM order_events WHERE scope = $1 ORDER BY seq, order_id OFFSET 20 LIMIT 1)`},
-		{"current order re-sequenced later", `UPDATE orders SET seq = seq + 150
- WHERE scope = $1 AND order_id = (SELECT order_id FROM orders WHERE scope = $1 ORDER BY seq, order_id OFFSET 3 LIMIT 1)`},
-		{"legacy trade", `UPDATE trades SET seq = NULL
- WHERE scope = $1 AND trade_id = (SELECT trade_id FROM trades WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, trade_id OFFSET 40 LIMIT 1)`},
-		{"legacy order version", `UPDATE order_events SET seq = NULL
- WHERE scope = $1 AND (order_id, version) = (SELECT order_id, version FROM order_events WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, order_id OFFSET 60 LIMIT 1)`},
-		{"deleted order version", `DELETE FROM order_events
- WHERE scope = $1 AND (order_id, version) = (SELECT order_id, version FROM order_events WHERE scope = $1 ORDER BY seq, order_id OFFSET 90 LIMIT 1)`},
-		{"deleted current order", `DELETE FROM orders
- WHERE scope = $1 AND order_id = (SELECT order_id FROM orders WHERE scope = $1 ORDER BY seq, order_id OFFSET 30 LIMIT 1)`},
-		{"current order rewound", `UPDATE orders o SET version = e.version, seq = e.seq, remaining = e.remaining, status = e.status, ts = e.ts
-  FROM order_events e
- WHERE o.scope = $1 AND e.scope = o.scope AND e.order_id = o.order_id AND e.version = 1
-   AND o.order_id = (SELECT order_id FROM orders WHERE scope = $1 AND version > 2 ORDER BY order_id LIMIT 1)`},
-		{"duplicated trade_seq", `INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, written_by)
-SELECT scope, trade_id || '-copy', trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, 'live'
-  FROM trades WHERE scope = $1 ORDER BY seq, trade_id OFFSET 70 LIMIT 1`},
-		{"deleted trade below the cursor", `DELETE FROM trades
- WHERE scope = $1 AND trade_id = (SELECT trade_id FROM trades WHERE scope = $1 ORDER BY seq, trade_id OFFSET 80 LIMIT 1)`},
-		{"lowered cursor: a backlog", `UPDATE projection_catchup_cursor SET verified_through_seq = verified_through_seq / 2 WHERE scope = $1`},
-	}
-	for _, b := range breaks {
+	for _, b := range historyBreaks() {
 		if b.sql != "" {
 			w.exec(b.sql, w.scope)
 		}
@@ -118,4 +82,50 @@ func reportAndPlan(t *testing.T, s *recon.Snapshot, detect func() (*recon.Report
 		t.Fatal(err)
 	}
 	return out
+}
+
+// historyBreak is one drift planted on a caught-up world (sql's $1 is the
+// scope; "" plants nothing).
+type historyBreak struct{ name, sql string }
+
+// historyBreaks is drift accumulating on one world of 300 commands: rows
+// re-sequenced later and earlier, legacy, deleted and rewound rows, a
+// duplicated trade_seq, a lowered cursor.
+func historyBreaks() []historyBreak {
+	return []historyBreak{
+		{"clean", ``},
+		{"orphan trade", `INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, written_by)
+SELECT scope, 'orphan-1', trade_seq + 100000, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, 'live'
+  FROM trades WHERE scope = $1 ORDER BY seq LIMIT 1`},
+		{"changed position", `UPDATE positions SET quantity = quantity + 7
+ WHERE scope = $1 AND (account, instrument) = (SELECT account, instrument FROM positions WHERE scope = $1 ORDER BY account, instrument LIMIT 1)`},
+		{"order row mismatch", `UPDATE orders SET remaining = remaining + 1
+ WHERE scope = $1 AND order_id = (SELECT order_id FROM orders WHERE scope = $1 ORDER BY order_id LIMIT 1)`},
+		{"trade re-sequenced later", `UPDATE trades SET seq = seq + 250
+ WHERE scope = $1 AND trade_id = (SELECT trade_id FROM trades WHERE scope = $1 ORDER BY seq, trade_id OFFSET 5 LIMIT 1)`},
+		{"trade re-sequenced earlier", `UPDATE trades SET seq = seq - 200
+ WHERE scope = $1 AND trade_id = (SELECT trade_id FROM trades WHERE scope = $1 AND seq > 300 ORDER BY seq, trade_id LIMIT 1)`},
+		{"order version re-sequenced later", `UPDATE order_events SET seq = seq + 180
+ WHERE scope = $1 AND (order_id, version) = (SELECT order_id, version FROM order_events WHERE scope = $1 ORDER BY seq, order_id OFFSET 20 LIMIT 1)`},
+		{"current order re-sequenced later", `UPDATE orders SET seq = seq + 150
+ WHERE scope = $1 AND order_id = (SELECT order_id FROM orders WHERE scope = $1 ORDER BY seq, order_id OFFSET 3 LIMIT 1)`},
+		{"legacy trade", `UPDATE trades SET seq = NULL
+ WHERE scope = $1 AND trade_id = (SELECT trade_id FROM trades WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, trade_id OFFSET 40 LIMIT 1)`},
+		{"legacy order version", `UPDATE order_events SET seq = NULL
+ WHERE scope = $1 AND (order_id, version) = (SELECT order_id, version FROM order_events WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, order_id OFFSET 60 LIMIT 1)`},
+		{"deleted order version", `DELETE FROM order_events
+ WHERE scope = $1 AND (order_id, version) = (SELECT order_id, version FROM order_events WHERE scope = $1 ORDER BY seq, order_id OFFSET 90 LIMIT 1)`},
+		{"deleted current order", `DELETE FROM orders
+ WHERE scope = $1 AND order_id = (SELECT order_id FROM orders WHERE scope = $1 ORDER BY seq, order_id OFFSET 30 LIMIT 1)`},
+		{"current order rewound", `UPDATE orders o SET version = e.version, seq = e.seq, remaining = e.remaining, status = e.status, ts = e.ts
+  FROM order_events e
+ WHERE o.scope = $1 AND e.scope = o.scope AND e.order_id = o.order_id AND e.version = 1
+   AND o.order_id = (SELECT order_id FROM orders WHERE scope = $1 AND version > 2 ORDER BY order_id LIMIT 1)`},
+		{"duplicated trade_seq", `INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, written_by)
+SELECT scope, trade_id || '-copy', trade_seq, seq, instrument, price, quantity, buy_order_id, sell_order_id, buy_account, sell_account, ts, 'live'
+  FROM trades WHERE scope = $1 ORDER BY seq, trade_id OFFSET 70 LIMIT 1`},
+		{"deleted trade below the cursor", `DELETE FROM trades
+ WHERE scope = $1 AND trade_id = (SELECT trade_id FROM trades WHERE scope = $1 ORDER BY seq, trade_id OFFSET 80 LIMIT 1)`},
+		{"lowered cursor: a backlog", `UPDATE projection_catchup_cursor SET verified_through_seq = verified_through_seq / 2 WHERE scope = $1`},
+	}
 }

@@ -242,8 +242,14 @@ func (r Rehearsal) WouldSucceed() bool {
 // run never stalls a page or a live write. It does not rehearse: Rehearse
 // takes the lease and the write lock and runs only when asked.
 func (w *Runner) DryRun(ctx context.Context, scope string) (*DryRun, error) {
+	return w.DryRunWith(ctx, scope, recon.DryRunOptions{})
+}
+
+// DryRunWith is DryRun with options: opt.Pace paces its detection (a
+// scheduled dry run; recon.Pace).
+func (w *Runner) DryRunWith(ctx context.Context, scope string, opt recon.DryRunOptions) (*DryRun, error) {
 	start := time.Now()
-	res, err := w.core.DryRun(ctx, scope)
+	res, err := w.core.DryRunWith(ctx, scope, opt)
 	out := &DryRun{DryRunResult: res}
 	if err == nil {
 		if serr := w.runs.SaveResult(ctx, res); serr != nil {
