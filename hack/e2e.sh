@@ -323,7 +323,6 @@ else
   say "alice's approval applied ${applied} actions, ${verified} verified"
   [[ "$(psql_local "SELECT count(*) FROM trades WHERE scope = '${SCOPE}' AND trade_id = '${gone}'")" == 1 ]] || fail "trade ${gone} not restored"
   replay_check
-  k -n "${NS}" delete rolebinding bob-edits alice-views alice-approves >/dev/null
 
   say "fault: the member pod restarted (emptyDir: it rewrites its seeded log from genesis)"
   k -n "${NS}" delete pod -l app.kubernetes.io/component=member
@@ -339,6 +338,50 @@ else
   # (it may: the profile's DSN is the schema owner's) and re-verifies.
   wait_current 300 "${replaced}"
   replay_check
+
+  say "a newcomer's path: a BLOCKED code, its troubleshooting entry, what the entry says to do"
+  # A trade the source never emitted, inside the verified window, found when
+  # the scope is re-verified from genesis (its cursor reset).
+  orphan="$(psql_local "INSERT INTO trades (scope, trade_id, trade_seq, seq, instrument, price, quantity, buy_order_id,
+      sell_order_id, buy_account, sell_account, ts, booking_status, written_by)
+    SELECT scope, 'T-e2e-orphan', trade_seq + 1000000, seq, instrument, price, quantity, buy_order_id, sell_order_id,
+      buy_account, sell_account, ts, booking_status, 'live'
+    FROM trades WHERE scope = '${SCOPE}' AND seq IS NOT NULL ORDER BY seq LIMIT 1 OFFSET 10 RETURNING trade_id")"
+  [[ "${orphan}" == T-e2e-orphan ]] || fail "could not plant an orphan trade"
+  psql_local "DELETE FROM projection_catchup_cursor WHERE scope = '${SCOPE}'" >/dev/null
+  for ((i = 0; i < 150; i++)); do
+    [[ "$(state | cut -d' ' -f1)" == BLOCKED ]] && break
+    sleep 2
+  done
+  row="$(state)"
+  [[ "${row%% *}" == BLOCKED ]] || fail "the orphan trade did not block the scope (last: ${row})"
+  code="${row##* }"
+  set +e
+  X kubectl projection status -n "${NS}" >"${out}/status-blocked.txt"
+  rc=$?
+  set -e
+  cat "${out}/status-blocked.txt"
+  [[ "${rc}" == 3 ]] || fail "kubectl projection status: exit ${rc} with a BLOCKED scope, want 3"
+  anchor="$(sed -nE 's|.*docs/troubleshooting\.md#([a-z0-9_-]+).*|\1|p' "${out}/status-blocked.txt" | head -1)"
+  [[ -n "${anchor}" ]] || fail "kubectl projection status printed no troubleshooting link for BLOCKED ${code}"
+  headings="$(sed -nE 's/^#{2,4} (.*)$/\1/p' docs/troubleshooting.md | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9_\n-')"
+  grep -qxF -- "${anchor}" <<<"${headings}" || fail "docs/troubleshooting.md has no entry #${anchor} (the link for ${code})"
+  say "BLOCKED ${code}: docs/troubleshooting.md#${anchor}:"
+  awk -v h="### ${code}" '$0 == h { f = 1; next } f && /^#/ { exit } f' docs/troubleshooting.md | sed 's/^/    /'
+  # What the entry says to do: approve the plan's quarantine_trade, with the
+  # guide's reconciliation, review and approve steps.
+  k -n "${NS}" delete projectionreconciliation "${SCOPE}-repair" --wait >/dev/null
+  E2E_AS=bob guide reconciliation
+  plan="$(k -n "${NS}" get projectionreconciliation "${SCOPE}-repair" -o jsonpath='{.status.plan.planId}')"
+  E2E_AS=alice guide review lenient >"${out}/review-orphan.txt" 2>&1
+  grep -q "quarantine_trade.*trade_id=${orphan}" "${out}/review-orphan.txt" ||
+    { cat "${out}/review-orphan.txt" >&2; fail "the plan does not quarantine ${orphan}"; }
+  E2E_AS=alice guide approve <<<"${plan}"
+  wait_current 300
+  [[ "$(psql_local "SELECT count(*) FROM trades WHERE scope = '${SCOPE}' AND trade_id = '${orphan}'")" == 0 ]] ||
+    fail "the orphan trade is still in the projection"
+  replay_check
+  k -n "${NS}" delete rolebinding bob-edits alice-views alice-approves >/dev/null
 fi
 
 if [[ -n "${smoke}" ]]; then
