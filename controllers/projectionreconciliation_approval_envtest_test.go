@@ -129,9 +129,13 @@ func TestEnvtest_ApprovalOnlyTheAPIServerGrants(t *testing.T) {
 				p.Spec.Approval.AllowIrreversible = true
 				p.Spec.Approval.MaxActions = 1000
 			}, editorRefusal},
+		// A field no other policy looks at: aiming the repair DSN at a Secret
+		// bob may not read would also be refused by the Secret-reference
+		// policy, and which of two denials the API server reports is not
+		// fixed.
 		{"an editor cannot change the spec an approval vouches for", bob, "recon",
 			func(p *recoveryv1.ProjectionReconciliation) {
-				p.Spec.RepairDSNSecretRef = &recoveryv1.SecretKeySelector{Name: "superuser", Key: "dsn"}
+				p.Spec.StaleAfter = &metav1.Duration{Duration: 7 * time.Minute}
 			}, editorRefusal},
 		{"another approver changing an approved spec re-approves as itself", dave, "recon",
 			func(p *recoveryv1.ProjectionReconciliation) {
