@@ -49,21 +49,11 @@ const (
 // serviceAccountPrefix starts every service account's user name.
 const serviceAccountPrefix = "system:serviceaccount:"
 
-// guardApproval runs before an apply or rollback reaches the workflow and
-// returns the refusal (result, message) or "" to go on (docs/security.md,
-// "Guards"). In order:
-//   - a scheduled reconciliation only reports and plans, whoever approved;
-//   - the approval admission policy and its Deny binding are installed as
-//     shipped: without them the approver is whatever an editor wrote, and
-//     the SubjectAccessReview below would vouch for it;
-//   - a service account approves only when the operator lists it, or a
-//     GitOps controller would apply whatever is committed unapproved;
-//   - the approval echoes the plan's binding and nothing it binds changed
-//     (checked against the versions read before the Secrets were resolved
-//     and again now, so a change in between cannot slip through).
-//
-// An error reading what a check needs is returned, status untouched and
-// retried: a guard never passes on an unknown.
+// guardApproval returns the refusal (result, message) of an apply or
+// rollback, or "" to go on: not scheduled, the approval policy installed as
+// shipped, no unlisted service account, the plan's binding unchanged
+// (docs/security.md, "Guards", says what each stops). An error reading what
+// a check needs is returned and retried: a guard never passes on an unknown.
 func (r *ProjectionReconciliationReconciler) guardApproval(ctx context.Context, s *reconScope, approver, binding string) (result, message string, err error) {
 	if isScheduled(s.obj) {
 		return resultRefused, "a scheduled reconciliation only reports and plans; create a ProjectionReconciliation of your own to apply or roll back", nil

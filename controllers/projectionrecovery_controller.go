@@ -118,14 +118,8 @@ type recoveryScope struct {
 // scope.done; an error aborts the reconcile and controller-runtime retries it.
 type phase func(ctx context.Context, s *recoveryScope) error
 
-// RBAC: exactly the verbs of this reconciler's calls. get/list/watch: the
-// cache (For, the scope-claim index); patch: the finalizer (a merge patch,
-// never an update); status update: writeStatus's optimistic-lock Update;
-// secrets get: reconcileSecrets, through the uncached API reader; secrets
-// list/watch: the metadata-only watch of WatchSecrets (the chart drops both
-// verbs when the watch is off); projectionreconciliations get/list/watch:
-// reconcileRepairs reads a recovery's reconciliations from the cache;
-// events: the events.k8s.io recorder creates and patches (series).
+// RBAC: exactly the verbs of this reconciler's calls; docs/security.md ("The
+// manager's own rights") says which call needs each.
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries/status,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch

@@ -35,18 +35,11 @@ import (
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
 )
 
-// Secret watch: with WatchSecrets an idle cycle reads no Secret from the API
-// server. The manager keeps a metadata-only informer of the Secrets it may
-// read (names and resourceVersions, never data) and, per referenced key, the
-// value it last read with its resourceVersion; a rotation changes the
-// resourceVersion and wakes every ProjectionRecovery referencing the Secret
-// (docs/performance.md, "Idle cost at 1,000 scopes"). Without WatchSecrets
-// every cycle gets its 1–3 Secrets and the manager needs only `get`.
-//
+// Secret watch (WatchSecrets): a metadata-only informer of Secrets, so an
+// idle cycle reads none (docs/performance.md, "Idle cost at 1,000 scopes").
 // Invariant: a value is reused only under the exact resourceVersion it was
-// read at, and a resourceVersion names one content of the object. Without the
-// equality (e.g. "reuse while the Secret exists") a rotated password would be
-// used stale until the manager restarts.
+// read at; anything looser would use a rotated password stale until the
+// manager restarts.
 
 // secretRefsIndexField indexes ProjectionRecoveries by the names of the
 // Secrets their spec references, so a Secret event finds its recoveries in

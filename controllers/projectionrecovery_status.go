@@ -226,18 +226,11 @@ func (r *ProjectionRecoveryReconciler) publish(ctx context.Context, before, afte
 	r.emitTransition(after, prev)
 }
 
-// redact removes credentials from a message: every DSN in secs (a
-// recovery's, a reconciliation's repair DSN), its password, the token.
-// Errors from drivers may echo parts of a connection string; status,
-// events and logs must never carry them.
-//
-// Secrets are replaced longest first: a shorter one replaced inside a
-// longer one (one DSN's password inside the other DSN) would break the
-// longer one's match and leave the rest of it in place.
-//
-// Secrets shorter than minRedactable are left alone: replacing every "a" or
-// "db" would make any message unreadable, and a credential that short is not
-// protected by redaction anyway.
+// redact removes every DSN, password and token of secs from a message (driver
+// errors may echo a connection string; status, events and logs never carry
+// one). Longest first, or a password replaced inside its DSN would leave the
+// rest of that DSN; secrets shorter than minRedactable are left alone (they
+// would garble every message and are not protected by redaction anyway).
 func redact(msg string, secs ...resolvedSecrets) string {
 	if msg == "" {
 		return msg
