@@ -197,6 +197,7 @@ var figures = []figure{
 	{"repairs-2", "the same, round 2 / its own alone phase", metric("BenchmarkLiveBesideDryRuns", "p99_scheduled/without(r2)"), "", nil},
 	{"repairs-2", "live p99 beside the paced schedule / beside the same dry runs of another database's scope (the machine's share removed)", metric("BenchmarkLiveBesideDryRuns", "p99_scheduled/paced_control"), "", nil},
 	{"repairs-2", "live p99 beside those dry runs of another database / none (the machine's share alone)", metric("BenchmarkLiveBesideDryRuns", "p99_paced_control/without"), "", nil},
+	{"repairs-2", "live p99 with no dry run but its read-only snapshot held through the catch-up / none", metric("BenchmarkLiveBesideDryRuns", "p99_snapshot/without"), "", nil},
 	{"repairs-2", "live p99 while the paced dry run works / while it is suspended (alternating every 2 s in one catch-up)", metric("BenchmarkLiveBesideDryRuns", "p99_paced_working/suspended"), "", nil},
 	{"repairs-2", "live p99 alone, ms (pooled rounds)", metric("BenchmarkLiveBesideDryRuns", "live_p99_ms"), "", nil},
 	{"repairs-2", "live p99 beside the paced schedule, ms (pooled rounds)", metric("BenchmarkLiveBesideDryRuns", "live_scheduled_p99_ms"), "", nil},

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
@@ -78,6 +79,10 @@ type dryRuns struct {
 	// phase's live writes are then split by whether a paced run was
 	// working or suspended when they arrived.
 	gate time.Duration
+	// snapshot runs no dry run but holds what a run holds throughout: a
+	// read-only REPEATABLE READ snapshot of the scope's database, taken
+	// at the phase's start, so its cost can be told from the run's work.
+	snapshot bool
 }
 
 // gatedPace is a Pace whose run is suspended while the gate is closed: its
@@ -168,6 +173,7 @@ type besideResult struct {
 	backToBack, every10s phaseResult
 	control              phaseResult   // back to back, dry runs of another database's scope
 	pacedControl         []phaseResult // the scheduled phase's dry runs, of another database's scope
+	snapshot             []phaseResult // no dry run, its snapshot held throughout
 }
 
 func (r besideResult) phases() []phaseResult {
@@ -182,6 +188,7 @@ func (r besideResult) phases() []phaseResult {
 		}
 	}
 	out = append(out, r.pacedControl...)
+	out = append(out, r.snapshot...)
 	return append(out, r.backToBack, r.every10s, r.control)
 }
 
@@ -206,10 +213,11 @@ func (r besideResult) refused() (n int) {
 // trade-processor is (driveLiveProcess), writes at besideRate, each phase
 // in a fresh world with the same log: rounds of (1) no dry run, (2) the
 // goal's schedule, a dry run of that scope paced at share of one CPU every
-// besideSchedule, (2') the same suspended every other besideGate
+// besideSchedule, (2b) the same suspended every other besideGate
 // (gatedPace: its live writes split by whether the paced run worked when
-// they arrived) and, with all, (2'') the paced control: the schedule's dry
-// runs of a scope in another database, interleaved; then (3) unpaced dry
+// they arrived) and, with all, (2c) the paced control: the schedule's dry
+// runs of a scope in another database, and (2d) no dry run but its
+// snapshot held (holdSnapshot), interleaved; then (3) unpaced dry
 // runs of it back to back, (4) one every besideEvery10, and (5) the
 // control, back to back of a scope in another database. Each live write's
 // latency runs from its scheduled arrival to its commit. A dry run still
@@ -261,6 +269,10 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 		}
 		during := func(_ context.Context, at time.Time) {
 			t0 = at
+			if d.snapshot {
+				release := holdSnapshot(tb, of)
+				defer release()
+			}
 			ctx, stop := context.WithCancel(ctxb)
 			done := make(chan struct{})
 			go func() {
@@ -334,6 +346,7 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 		r.gated = append(r.gated, phase(fmt.Sprintf("gated-%d", i+1), gated, nil))
 		if all {
 			r.pacedControl = append(r.pacedControl, phase(fmt.Sprintf("paced-ctl-%d", i+1), scheduled, pacedOther))
+			r.snapshot = append(r.snapshot, phase(fmt.Sprintf("snapshot-%d", i+1), dryRuns{snapshot: true}, nil))
 		}
 	}
 	r.backToBack = phase("back-to-back", dryRuns{on: true}, nil)
@@ -346,6 +359,22 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 	warmMember(tb, other)
 	r.control = phase("control", dryRuns{on: true}, other)
 	return r
+}
+
+// holdSnapshot opens the read-only REPEATABLE READ transaction a dry run's
+// detection holds (Provider.Open) on w's database, as its reader, and takes
+// its snapshot; release ends it.
+func holdSnapshot(tb testing.TB, w *world) (release func()) {
+	tx, err := pgtest.Pool(tb, w.db.ReadOnly).BeginTx(ctxb, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var n int64
+	if err := tx.QueryRow(ctxb, `SELECT count(*) FROM positions WHERE scope = $1`, w.scope).Scan(&n); err != nil {
+		_ = tx.Rollback(ctxb)
+		tb.Fatal(err)
+	}
+	return func() { _ = tx.Rollback(ctxb) }
 }
 
 // splitByGate splits live latencies (in arrival order, besideRate from t0)
@@ -495,6 +524,10 @@ func BenchmarkLiveBesideDryRuns(b *testing.B) {
 		b.ReportMetric(float64(ten)/float64(alone), "p99_every10s/without")
 		b.ReportMetric(ms(control), "live_control_p99_ms")
 		b.ReportMetric(float64(with)/float64(control), "p99_dryruns/control")
+		if sn := pct(pooled(r.snapshot), 99); sn > 0 {
+			b.ReportMetric(ms(sn), "live_snapshot_p99_ms")
+			b.ReportMetric(float64(sn)/float64(alone), "p99_snapshot/without")
+		}
 		if pc := pct(pooled(r.pacedControl), 99); pc > 0 {
 			b.ReportMetric(ms(pc), "live_paced_control_p99_ms")
 			b.ReportMetric(float64(pc)/float64(alone), "p99_paced_control/without")
