@@ -30,22 +30,16 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
 
-// The idle proof. The contract answers afterSeq == boundary idle, without a
-// replay and without digests (FR-APR04): an idle page says the member has
-// committed as many commands as the cursor verified, not that they are the
-// same commands. A member that lost its log and traded a different history
-// up to exactly the verified sequence answers idle too, and certifying it
-// CURRENT would vouch for trades its history does not hold; that certificate
-// cannot be taken back, while a refusal can. So an idle page certifies the
-// cursor only when this manager knows the member's chain through the cursor
-// equals the verified one (proofDue says when it does not know); otherwise
-// the cycle first asks the member for that chain (source.ChainThrough: the
-// page ending at the verified sequence, FR-APR03) and refuses
+// The idle proof (docs/source-contract.md, "What the operator checks on
+// every page"). An idle answer (afterSeq == boundary, FR-APR04) carries no
+// digest: it says the member committed as many commands as were verified,
+// not the same ones. A member that lost its log and traded another history
+// back to exactly the verified sequence answers idle too, and a CURRENT
+// certificate over it cannot be taken back, while a refusal can. So an idle
+// answer certifies the cursor only when this manager knows the member's
+// chain through it is the verified one (proofDue); otherwise the cycle asks
+// for that chain first (source.Client.ChainThrough, FR-APR03) and refuses
 // HISTORY_REWRITTEN when it differs.
-//
-// Cost: the page ends at a sequence the member served before, so a member
-// whose replay cache is warm answers it without a replay; a member that
-// restarted replays from genesis once, which is when the proof matters.
 
 // DefaultProofPeriod bounds how long an idle scope is certified on one proof:
 // a member that loses its log and trades back to exactly the verified
