@@ -98,9 +98,10 @@ func newProofWorld(t *testing.T, scope string, commands int) *proofWorld {
 
 // manager is one manager of the scope: a lease owner and its proof ledger.
 type manager struct {
-	w      *proofWorld
-	owner  string
-	proofs *ProofLedger
+	w        *proofWorld
+	owner    string
+	proofs   *ProofLedger
+	readOnly bool // auto-recovery off: reports, writes nothing
 }
 
 func (w *proofWorld) manager(owner string) *manager {
@@ -120,7 +121,7 @@ func (proofConnector) SchemaLost()                                   {}
 func (m *manager) cycle(t *testing.T) (Result, store.Cursor) {
 	t.Helper()
 	w := m.w
-	e := &Engine{Clock: w.clock, AutoRecovery: true, Owner: m.owner, Proofs: m.proofs, Counters: counters{}}
+	e := &Engine{Clock: w.clock, AutoRecovery: !m.readOnly, Owner: m.owner, Proofs: m.proofs, Counters: counters{}}
 	res := e.Run(context.Background(), Cycle{Resource: "ns/" + w.f.scope, Scope: w.f.scope, LeaseOwner: m.owner,
 		Limits:    Limits{PageSize: 16, PagesPerCycle: 100, CycleTimeout: 30 * time.Second, RequestTimeout: 10 * time.Second, LeaseDuration: 10 * time.Second},
 		Connector: proofConnector{cl: w.cl, st: w.f.store}})
@@ -241,8 +242,9 @@ func TestFRAPR04_MemberBehindThenBackWithItsHistoryIsCurrent(t *testing.T) {
 // TestFRAPR04_RewriteBetweenTwoProbesIsCaught: a member that came back
 // over another history exactly at the verified sequence between two probes
 // (never seen behind) is caught by the first probe of a manager that has
-// not seen it prove the cursor (a restart, a second manager), and by the
-// manager that has once its proof is older than the proof period.
+// not seen it prove the cursor (a restart, a second manager, a read-only
+// one), and by the manager that has once its proof is older than the proof
+// period.
 func TestFRAPR04_RewriteBetweenTwoProbesIsCaught(t *testing.T) {
 	w := newProofWorld(t, "between", 40)
 	a := w.manager("manager-a")
@@ -252,8 +254,15 @@ func TestFRAPR04_RewriteBetweenTwoProbesIsCaught(t *testing.T) {
 	h.trade(t, verified.VerifiedThroughSeq)
 	w.f.restart(h.log)
 
+	// A read-only manager (auto-recovery off) refuses too, and writes nothing.
+	ro := w.manager("manager-read-only")
+	ro.readOnly = true
+	res, cur := ro.cycle(t)
+	if res.State != StateBlocked || res.Reason != string(codes.HistoryRewritten) || cur.State != store.StateCurrent {
+		t.Fatalf("read-only: %s %s (%s), the SQL cursor %s: want BLOCKED HISTORY_REWRITTEN, the cursor untouched", res.State, res.Reason, res.Message, cur.State)
+	}
 	// The same lease identity, a new process: its ledger is empty.
-	res, cur := w.manager("manager-a").cycle(t)
+	res, cur = w.manager("manager-a").cycle(t)
 	want(t, "a restarted manager's first probe", res, cur, StateBlocked, codes.HistoryRewritten)
 
 	w.f.restart(w.f.log)
