@@ -324,7 +324,7 @@ else
   [[ "$(psql_local "SELECT count(*) FROM trades WHERE scope = '${SCOPE}' AND trade_id = '${gone}'")" == 1 ]] || fail "trade ${gone} not restored"
   replay_check
 
-  say "fault: the member pod restarted (emptyDir: it rewrites its seeded log from genesis)"
+  say "fault: the member pod restarted (emptyDir: it trades its seeded log again from genesis, same clock, same history; CURRENT again only once it proves its chain at the cursor)"
   k -n "${NS}" delete pod -l app.kubernetes.io/component=member
   k -n "${NS}" rollout status deployment/"${RELEASE}-member" --timeout=2m >/dev/null || fail "no new member pod"
   wait_current
