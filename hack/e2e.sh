@@ -16,7 +16,7 @@
 #      reader's token (metrics.secure).
 #   5. helm uninstall while the resources exist: nothing left but the CRDs,
 #      no finalizer stuck.
-#   6. (full run) the guide's production install (section 3) against a
+#   6. the guide's production install (section 3) against a
 #      stand-in for the user's own platform in namespace trading
 #      (hack/e2e/trading.yaml): docs/database-role.md's roles and grants,
 #      `manager migrate` by hand, the chart with auto-recovery and the migrate
@@ -25,7 +25,7 @@
 # Then tears the node down (E2E_KEEP=1 leaves it up for a look).
 #
 # Usage: HELM=bin/helm-v3.22.0 hack/e2e.sh          # everything (make e2e)
-#        HELM=bin/helm-v3.22.0 hack/e2e.sh --smoke  # install, CURRENT, replay, uninstall
+#        HELM=bin/helm-v3.22.0 hack/e2e.sh --smoke  # install, CURRENT, replay, uninstall; the production install
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -136,7 +136,7 @@ pg_image="$(hack/cluster.sh images | sed -n 's/^POSTGRES_IMAGE=//p')"
 go build -o "${out}/replaycheck" ./hack/e2e/replaycheck
 go build -o "${out}/kubectl-projection" ./cmd/kubectl-projection
 go build -o "${out}/kstatuscheck" ./hack/e2e/kstatuscheck
-[[ -n "${smoke}" ]] || go build -o "${out}/manager" ./cmd/manager
+go build -o "${out}/manager" ./cmd/manager
 ln -sf "${HELM}" "${out}/helm"
 E2E_HELM_SETS="--set localEnvironment.postgres.image=${pg_image} --set localEnvironment.member.maxCommands=${MEMBER_COMMANDS} --set localEnvironment.member.rate=${MEMBER_RATE} --timeout 5m"
 
@@ -431,13 +431,10 @@ check_uninstalled() {
 if [[ -n "${smoke}" ]]; then
   say "uninstall: the resources first, then the release"
   guide uninstall
-  check_uninstalled
-  say "PASS: e2e smoke in $(($(date +%s) - t0))s"
-  exit 0
+else
+  say "helm uninstall while the resources exist (the profile's drain hook releases them)"
+  guide uninstall-local
 fi
-
-say "helm uninstall while the resources exist (the profile's drain hook releases them)"
-guide uninstall-local
 check_uninstalled
 
 # ---- The guide's section 3: the production install against "your own" platform.
@@ -448,4 +445,4 @@ say "production: docs/install.md section 3 against a stand-in for your platform 
 k delete namespace "${NS}" --wait --timeout=2m >/dev/null || fail "deleting the local profile's namespace"
 source hack/e2e/production.sh
 production_phase
-say "PASS: e2e in $(($(date +%s) - t0))s"
+say "PASS: e2e${smoke:+ smoke} in $(($(date +%s) - t0))s"

@@ -1,5 +1,5 @@
-# hack/e2e/production.sh, sourced by hack/e2e.sh (full run) once the local
-# profile is uninstalled: docs/install.md section 3, the production install,
+# hack/e2e/production.sh, sourced by hack/e2e.sh (the full run and the
+# smoke) once the local profile is uninstalled: docs/install.md section 3, the production install,
 # against a stand-in for the user's own platform in namespace trading
 # (hack/e2e/trading.yaml). Uses e2e.sh's k, X, say, fail, guide,
 # wait_current, replay_check, kstatus_check and check_uninstalled.
