@@ -85,8 +85,11 @@ EOF
 }
 
 production_phase() {
-  local r pg_ip left
+  local r pg_ip left i
   standin_up
+  REC_NS="${TRADING}" SCOPE=venue-a
+  MEMBER_NS="${TRADING}" MEMBER_SVC=member-0
+  PG_NS="${TRADING}" PG_SVC=postgres PG_SECRET=postgres
   for r in projection_recovery_migrator projection_recovery projection_recovery_readonly projection_reconciliation; do
     role_password[${r}]="$(openssl rand -hex 16)"
   done
@@ -115,15 +118,24 @@ production_phase() {
   # The production install gets nothing from the node but a timeout: the
   # chart's default image is the one imported, and there is no profile.
   E2E_HELM_SETS="--timeout 5m"
+  # The local profile's namespace, deleted when this phase began.
+  for ((i = 0; i < 120; i++)); do
+    k get namespace "${NS}" >/dev/null 2>&1 || break
+    sleep 1
+  done
+  ! k get namespace "${NS}" >/dev/null 2>&1 || fail "the local profile's namespace is still there after 2 minutes"
   guide production-install
   k -n "${NS}" get events --field-selector involvedObject.kind=Job,involvedObject.name="${RELEASE}-migrate",reason=Completed -o name |
     grep -q . || fail "the chart's migrate hook Job did not run to completion"
   say "the migrate hook Job completed (as the migrator, from the Secret projection-owner-db)"
+  # The member's bounded log complete, so that the guide's wait for Ready
+  # ends at the boundary wait_current checks (the sample's interval is 30s).
+  for ((i = 0; i < 120; i++)); do
+    [[ "$(member_head)" == "${PROD_MEMBER_COMMANDS}" ]] && break
+    sleep 1
+  done
+  [[ "$(member_head)" == "${PROD_MEMBER_COMMANDS}" ]] || fail "member-0 did not trade its ${PROD_MEMBER_COMMANDS} commands in 2 minutes"
   guide production-sample
-
-  REC_NS="${TRADING}" SCOPE=venue-a
-  MEMBER_NS="${TRADING}" MEMBER_SVC=member-0
-  PG_NS="${TRADING}" PG_SVC=postgres PG_SECRET=postgres
   wait_current
   kstatus_check
   replay_check
