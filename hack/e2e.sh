@@ -54,7 +54,7 @@ if [[ -n "${smoke}" ]]; then
 else
   MEMBER_COMMANDS="${E2E_MEMBER_COMMANDS:-45000}"
 fi
-# The stand-in platform's member (full run, production phase): a short log,
+# The stand-in platform's member (the production phase): a short log,
 # traded while the roles and the schema are set up.
 PROD_MEMBER_COMMANDS="${E2E_PROD_MEMBER_COMMANDS:-3000}"
 MEMBER_RATE="${E2E_MEMBER_RATE:-300}"
@@ -190,8 +190,6 @@ wait_current() {
   say "CURRENT at ${v}, the member's whole log (states seen:${seen})"
 }
 
-# replay_check: the projection's positions equal an independent replay of
-# the member's whole log (the demo's check).
 # admin_dsn: PostgreSQL's superuser at its Service's address, the checks'
 # view of the projection (never what the operator connects as).
 admin_dsn() {
@@ -201,6 +199,8 @@ admin_dsn() {
   echo "postgres://postgres:${pw}@${pg_ip}:5432/projection?sslmode=disable"
 }
 
+# replay_check: the projection's positions equal an independent replay of
+# the member's whole log (the demo's check).
 replay_check() {
   local member_ip
   say "replay check: the projection's positions against an independent replay of the member's log"
