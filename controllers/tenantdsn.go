@@ -28,25 +28,17 @@ import (
 
 // tenantDSNKeys is every key a DSN read from a tenant's Secret may carry
 // (spec.database.dsnSecretRef, spec.repairDsnSecretRef): what a connection
-// to a PostgreSQL server over the network needs, and nothing that makes the
-// manager read a file of its own pod, connect to one of its sockets or tune
-// its pools. The driver parses a DSN in the manager's process, with the
-// manager's filesystem (its ServiceAccount token, its certificates): a key
-// outside this list is refused before anything else parses the DSN
-// (docs/security.md, "A tenant's DSN reads nothing of the manager's").
-//
-// Left out, each on purpose: passfile, sslkey, sslcert, sslrootcert (other
-// than "system", see rootCertIsSystem), service and servicefile read files
-// (a service file can even redirect the connection); sslpassword and
-// sslcertmode only serve a client key file; hostaddr is not implemented by
-// pgx (it would reach the server as a setting); krbsrvname and krbspn need
-// a Kerberos provider the manager does not have; min_protocol_version,
-// max_protocol_version and options are not needed (a role's settings belong
-// in ALTER ROLE); pool_*, statement_cache_capacity,
-// description_cache_capacity and default_query_exec_mode would let a
-// tenant size the manager's pools and change how its statements run; any
-// other key would be sent to the server as a runtime parameter. The list
-// fails closed: a key a future pgx learns is refused until added here.
+// to a PostgreSQL server over the network needs. pgx parses a DSN in the
+// manager's process, with the manager's files (its ServiceAccount token):
+// left out are the keys that read a file (passfile, sslkey, sslcert,
+// sslrootcert but "system", service, servicefile; sslpassword and
+// sslcertmode serve only a key file), hostaddr (pgx would send it to the
+// server as a setting), Kerberos (no provider here), protocol versions and
+// options, pgx's pool and statement options (a tenant does not size or
+// tune the manager's pools) and runtime parameters (a role's settings
+// belong in ALTER ROLE). Fails closed: a key a future pgx learns is
+// refused until listed (docs/security.md, "A tenant's DSN reads nothing
+// of the manager's").
 var tenantDSNKeys = []string{
 	// Where: one or more host[:port] over TCP (a socket is refused below).
 	"host", "port",
@@ -72,8 +64,11 @@ var fileKeys = map[string]string{
 	"sslkey":      "a client key file",
 	"sslcert":     "a client certificate file",
 	"sslpassword": "the client key file's passphrase",
-	"sslrootcert": "a CA file: only sslrootcert=system is accepted; a private CA needs a chart option that does not exist yet",
+	"sslrootcert": "a CA file",
 }
+
+// rootCertHint follows a refused sslrootcert in the refusal.
+const rootCertHint = "; only sslrootcert=system, the system CA pool, is accepted: a private CA needs a chart option that does not exist yet"
 
 // parseTenantDSN parses a DSN read from a tenant's Secret, refusing it
 // (DATABASE_UNAVAILABLE, as a DSN that does not parse) when it carries a key
@@ -103,7 +98,7 @@ func parseTenantDSN(dsn string) (*pgconn.Config, error) {
 	}
 	for _, h := range hosts {
 		if network, _ := pgconn.NetworkAddress(h, 5432); network == "unix" || strings.HasPrefix(h, "@") {
-			return nil, codes.Newf(codes.DatabaseUnavailable, "the database DSN in the referenced Secret names a unix socket as its host (a DSN without a host defaults to one), which the manager does not connect to from a Secret: name a host reachable over the network")
+			return nil, codes.Newf(codes.DatabaseUnavailable, "the database DSN in the referenced Secret names a unix socket as its host (a DSN without a host defaults to one when the pod has a socket directory), which the manager does not connect to from a Secret: name a host reachable over the network")
 		}
 	}
 	return cfg, nil
@@ -134,6 +129,8 @@ func refusedKeys(dsn string, allowed []string, err error) []string {
 		}
 		seen[k] = true
 		switch what, file := fileKeys[k]; {
+		case file && k == "sslrootcert":
+			out = append(out, k+" (reads "+what+" in the manager's pod"+rootCertHint+")")
 		case file:
 			out = append(out, k+" (reads "+what+" in the manager's pod)")
 		case plainKeyword.MatchString(k):
