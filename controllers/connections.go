@@ -197,6 +197,12 @@ func (c *Connections) pool(ctx context.Context, resource, key, dsn string) (*poo
 	if p, ok := c.stores[key]; ok {
 		return p, nil
 	}
+	// The DSN is a tenant's: checked before anything parses it (a parse
+	// reads the files it names). Past the check it holds only keys that
+	// read nothing, so pgxpool's own parse below reads nothing either.
+	if _, err := parseTenantDSN(dsn); err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's parse errors can quote the DSN; never surface that text.

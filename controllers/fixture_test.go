@@ -204,7 +204,10 @@ func (f *fixture) serve(addr string) {
 				}
 			}
 		}
-		f.h.ServeHTTP(w, r)
+		f.mu.Lock()
+		h := f.h
+		f.mu.Unlock()
+		h.ServeHTTP(w, r)
 	})
 	srv := &http.Server{Handler: counted, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -250,4 +253,19 @@ func (f *fixture) recovery(ns, name string, labels map[string]string, mutate fun
 		f.t.Fatalf("create ProjectionRecovery: %v", err)
 	}
 	return obj
+}
+
+// restartOver brings the member back over l, at the same address, its
+// replay cache cold: a member that restarted, over its own log or another.
+func (f *fixture) restartOver(l *engine.Log) {
+	f.t.Helper()
+	f.mu.Lock()
+	addr := f.addr
+	f.mu.Unlock()
+	f.stop()
+	h := member.NewHandler(l, member.HandlerOptions{})
+	f.mu.Lock()
+	f.h = h
+	f.mu.Unlock()
+	f.serve(addr)
 }

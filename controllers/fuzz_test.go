@@ -29,8 +29,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -201,9 +199,11 @@ func FuzzRedact(f *testing.F) {
 		}
 		out := redact(b.String(), sec)
 		// The password is a secret when the driver would send it: the
-		// oracle is the driver's own parser, not redact's.
+		// oracle is the driver's own parser behind the manager's check of
+		// a tenant's DSN (a refused DSN's password is sent nowhere), not
+		// redact's.
 		secrets := []string{token, dsn}
-		if cfg, err := pgconn.ParseConfig(dsn); err == nil && cfg.Password == password {
+		if cfg, err := parseTenantDSN(dsn); err == nil && cfg.Password == password {
 			secrets = append(secrets, password)
 		}
 		// The markers themselves reveal nothing: a "secret" that is part of

@@ -25,6 +25,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -83,6 +84,12 @@ type ProjectionRecoveryReconciler struct {
 	// carry keeps the first unit of each catching-up scope's next cycle,
 	// fetched while its cycle's last unit committed (catchup.CarriedUnit).
 	carry *catchup.CarryOver
+	// proofs is what this manager saw each scope's member prove of its
+	// chain: an idle answer certifies a scope only on a proof it holds
+	// (catchup.ProofLedger). Made once, on first use (proofLedger), so a
+	// reconciler driven without SetupWithManager remembers its proofs too.
+	proofs     *catchup.ProofLedger
+	proofsOnce sync.Once
 	// Triggers enqueues resources from outside the cluster: the NATS
 	// reconnect edge (FR-APR10). Optional.
 	Triggers <-chan event.GenericEvent
@@ -226,6 +233,7 @@ func (r *ProjectionRecoveryReconciler) finalize(ctx context.Context, obj *recove
 	}
 	r.releaseLease(ctx, obj)
 	r.Connections.Forget(resourceKey(obj))
+	r.proofLedger().Forget(resourceKey(obj))
 	r.Registry.Forget(obj.Namespace, obj.Name)
 	r.progress.Forget(client.ObjectKeyFromObject(obj))
 	r.Metrics.forget(obj)

@@ -52,8 +52,14 @@ func (r *ProjectionRecoveryReconciler) reconcileCycle(ctx context.Context, s *re
 // engine is the catch-up engine of this manager, over the reconciler's
 // fields as they are now (tests set OnPageCommitted after construction).
 func (r *ProjectionRecoveryReconciler) engine() *catchup.Engine {
-	return &catchup.Engine{Clock: r.Clock, AutoRecovery: r.AutoRecovery, Owner: r.Owner, Carry: r.carry,
+	return &catchup.Engine{Clock: r.Clock, AutoRecovery: r.AutoRecovery, Owner: r.Owner, Carry: r.carry, Proofs: r.proofLedger(),
 		Counters: r.Metrics, OnPageCommitted: r.OnPageCommitted}
+}
+
+// proofLedger is this manager's catchup.ProofLedger, made on first use.
+func (r *ProjectionRecoveryReconciler) proofLedger() *catchup.ProofLedger {
+	r.proofsOnce.Do(func() { r.proofs = catchup.NewProofLedger() })
+	return r.proofs
 }
 
 // cycleOf translates the resource into the engine's input: the spec's

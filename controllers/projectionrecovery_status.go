@@ -25,7 +25,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -258,7 +257,7 @@ func replaceSecrets(msg string, secrets []string) string {
 
 // secretsIn is what redact replaces: the DSN, the token and the password
 // in every form a message could carry. Parsing the DSN as the driver does
-// (pgconn.ParseConfig also reads the environment and the passfile) costs more
+// (parseTenantDSN: pgx also reads the environment and the passfile) costs more
 // than the rest of an idle cycle, and the inputs change only on rotation, so
 // the result is remembered per (DSN, token).
 func secretsIn(sec resolvedSecrets) []string {
@@ -306,8 +305,10 @@ func computeSecretsIn(sec resolvedSecrets) []string {
 	// The password exactly as the driver reads it: key/value values may be
 	// quoted with escapes and spaces, URLs percent-encoded, and PGPASSWORD
 	// may supply it. The heuristics above still cover a DSN the driver
-	// refuses (its text can still reach a message).
-	if cfg, err := pgconn.ParseConfig(sec.dsn); err == nil && cfg.Password != "" {
+	// refuses (its text can still reach a message). Parsed only through
+	// parseTenantDSN: a plain parse would read the files a tenant's DSN
+	// names.
+	if cfg, err := parseTenantDSN(sec.dsn); err == nil && cfg.Password != "" {
 		out = append(out, cfg.Password, url.QueryEscape(cfg.Password), url.PathEscape(cfg.Password))
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })

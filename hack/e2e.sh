@@ -16,10 +16,16 @@
 #      reader's token (metrics.secure).
 #   5. helm uninstall while the resources exist: nothing left but the CRDs,
 #      no finalizer stuck.
+#   6. the guide's production install (section 3) against a
+#      stand-in for the user's own platform in namespace trading
+#      (hack/e2e/trading.yaml): docs/database-role.md's roles and grants,
+#      `manager migrate` by hand, the chart with auto-recovery and the migrate
+#      hook, the sample venue-a CURRENT and replay-checked, then the guide's
+#      uninstall.
 # Then tears the node down (E2E_KEEP=1 leaves it up for a look).
 #
 # Usage: HELM=bin/helm-v3.22.0 hack/e2e.sh          # everything (make e2e)
-#        HELM=bin/helm-v3.22.0 hack/e2e.sh --smoke  # install, CURRENT, replay, uninstall
+#        HELM=bin/helm-v3.22.0 hack/e2e.sh --smoke  # install, CURRENT, replay, uninstall; the production install
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -30,6 +36,13 @@ HELM="$(cd "$(dirname "${HELM}")" && pwd)/$(basename "${HELM}")"
 NS=projection-recovery
 RELEASE=projection-recovery
 SCOPE=local
+# Where the checks below look: the recovery's namespace, its member's and
+# its PostgreSQL's Services and the Secret with PostgreSQL's superuser
+# password. The local profile's first; the production phase points them at
+# its stand-in platform in namespace trading.
+REC_NS="${NS}"
+MEMBER_NS="${NS}" MEMBER_SVC="${RELEASE}-member"
+PG_NS="${NS}" PG_SVC="${RELEASE}-postgres" PG_SECRET="${RELEASE}-postgres"
 # The member trades a bounded log (MEMBER_COMMANDS at MEMBER_RATE per second)
 # and then only serves it, so CURRENT is reached at a boundary that stays put
 # and the replay compares one settled log with one settled projection.
@@ -41,6 +54,9 @@ if [[ -n "${smoke}" ]]; then
 else
   MEMBER_COMMANDS="${E2E_MEMBER_COMMANDS:-45000}"
 fi
+# The stand-in platform's member (the production phase): a short log,
+# traded while the roles and the schema are set up.
+PROD_MEMBER_COMMANDS="${E2E_PROD_MEMBER_COMMANDS:-3000}"
 MEMBER_RATE="${E2E_MEMBER_RATE:-300}"
 out="${root}/bin/e2e"
 mkdir -p "${out}"
@@ -74,7 +90,10 @@ k() { X kubectl "$@"; }
 # command), with the node's kubectl, helm and plugin. What the node needs
 # beyond the guide is added here, visibly: helm install and upgrade get
 # E2E_HELM_SETS (the locally built PostgreSQL image, the member's bounded
-# trading); kubectl gets --as E2E_AS (the person the guide has in mind).
+# trading); kubectl gets --as E2E_AS (the person the guide has in mind);
+# the block's environment gets guide_env, the VAR=value pairs of the
+# guide's "your values" block (section 3), which the test sets itself.
+guide_env=()
 guide() {
   local name="$1" block flags="-euo pipefail"
   [[ "${2:-}" == lenient ]] && flags="-uo pipefail"
@@ -82,7 +101,7 @@ guide() {
   [[ -n "${block}" ]] || fail "docs/install.md has no block marked e2e: ${name}"
   say "docs/install.md, ${name}${E2E_AS:+ (as ${E2E_AS})}:"
   sed 's/^/    $ /' <<<"${block}"
-  X env E2E_AS="${E2E_AS:-}" E2E_HELM_SETS="${E2E_HELM_SETS}" bash ${flags} -c '
+  X env E2E_AS="${E2E_AS:-}" E2E_HELM_SETS="${E2E_HELM_SETS}" "${guide_env[@]}" bash ${flags} -c '
 helm() { case "$1" in install | upgrade) command helm "$@" ${E2E_HELM_SETS} ;; *) command helm "$@" ;; esac; }
 kubectl() { command kubectl "$@" ${E2E_AS:+--as=${E2E_AS}}; }
 '"${block}" || fail "docs/install.md, ${name}: a command failed"
@@ -91,11 +110,13 @@ kubectl() { command kubectl "$@" ${E2E_AS:+--as=${E2E_AS}}; }
 diagnose() {
   echo "---- pods" >&2
   k get pods -A -o wide >&2 || true
-  k -n "${NS}" get events --sort-by=.lastTimestamp >&2 2>/dev/null | tail -30 || true
-  local p
-  for p in $(k -n "${NS}" get pods -o name 2>/dev/null); do
-    echo "---- logs ${p}" >&2
-    k -n "${NS}" logs "${p}" --all-containers --tail=30 >&2 || true
+  local p n
+  for n in $(printf '%s\n' "${NS}" "${REC_NS}" "${PG_NS}" | sort -u); do
+    k -n "${n}" get events --sort-by=.lastTimestamp >&2 2>/dev/null | tail -30 || true
+    for p in $(k -n "${n}" get pods -o name 2>/dev/null); do
+      echo "---- logs ${n}/${p}" >&2
+      k -n "${n}" logs "${p}" --all-containers --tail=30 >&2 || true
+    done
   done
 }
 
@@ -115,6 +136,7 @@ pg_image="$(hack/cluster.sh images | sed -n 's/^POSTGRES_IMAGE=//p')"
 go build -o "${out}/replaycheck" ./hack/e2e/replaycheck
 go build -o "${out}/kubectl-projection" ./cmd/kubectl-projection
 go build -o "${out}/kstatuscheck" ./hack/e2e/kstatuscheck
+go build -o "${out}/manager" ./cmd/manager
 ln -sf "${HELM}" "${out}/helm"
 E2E_HELM_SETS="--set localEnvironment.postgres.image=${pg_image} --set localEnvironment.member.maxCommands=${MEMBER_COMMANDS} --set localEnvironment.member.rate=${MEMBER_RATE} --timeout 5m"
 
@@ -127,14 +149,14 @@ k -n "${NS}" get pods -o wide
 # known state (CURRENT with Ready=False, SCHEMA_MISSING after the database was
 # lost); the Ready condition says whether it was re-checked.
 state() {
-  k -n "${NS}" get projectionrecovery "${SCOPE}" \
+  k -n "${REC_NS}" get projectionrecovery "${SCOPE}" \
     -o jsonpath='{.status.state} {.status.verifiedThroughSeq} {.status.observedBoundarySeq} {.status.conditions[?(@.type=="Ready")].status} {.status.lastSuccessfulVerification} {.status.reason}' 2>/dev/null || true
 }
 
 # member_head prints the member's boundary (the end of its log).
 member_head() {
   local ip
-  ip="$(k -n "${NS}" get service "${RELEASE}-member" -o jsonpath='{.spec.clusterIP}')"
+  ip="$(k -n "${MEMBER_NS}" get service "${MEMBER_SVC}" -o jsonpath='{.spec.clusterIP}')"
   # Empty while the member (re)starts: the callers poll.
   { X curl -sf -m 5 "http://${ip}:8090/recon/descriptor" || true; } | sed -n 's/.*"boundarySeq":\([0-9]*\).*/\1/p'
 }
@@ -168,16 +190,22 @@ wait_current() {
   say "CURRENT at ${v}, the member's whole log (states seen:${seen})"
 }
 
+# admin_dsn: PostgreSQL's superuser at its Service's address, the checks'
+# view of the projection (never what the operator connects as).
+admin_dsn() {
+  local pw pg_ip
+  pw="$(k -n "${PG_NS}" get secret "${PG_SECRET}" -o jsonpath='{.data.password}' | base64 -d)"
+  pg_ip="$(k -n "${PG_NS}" get service "${PG_SVC}" -o jsonpath='{.spec.clusterIP}')"
+  echo "postgres://postgres:${pw}@${pg_ip}:5432/projection?sslmode=disable"
+}
+
 # replay_check: the projection's positions equal an independent replay of
 # the member's whole log (the demo's check).
 replay_check() {
-  local pw pg_ip member_ip
+  local member_ip
   say "replay check: the projection's positions against an independent replay of the member's log"
-  pw="$(k -n "${NS}" get secret "${RELEASE}-postgres" -o jsonpath='{.data.password}' | base64 -d)"
-  pg_ip="$(k -n "${NS}" get service "${RELEASE}-postgres" -o jsonpath='{.spec.clusterIP}')"
-  member_ip="$(k -n "${NS}" get service "${RELEASE}-member" -o jsonpath='{.spec.clusterIP}')"
-  X replaycheck --member "http://${member_ip}:8090" --scope "${SCOPE}" \
-    --dsn "postgres://postgres:${pw}@${pg_ip}:5432/projection?sslmode=disable" | tee "${out}/replay.log" ||
+  member_ip="$(k -n "${MEMBER_NS}" get service "${MEMBER_SVC}" -o jsonpath='{.spec.clusterIP}')"
+  X replaycheck --member "http://${member_ip}:8090" --scope "${SCOPE}" --dsn "$(admin_dsn)" | tee "${out}/replay.log" ||
     fail "replay check"
   grep -qE '^==> all [0-9]+ position keys equal an independent replay' "${out}/replay.log" || fail "replay check"
 }
@@ -192,10 +220,7 @@ kstatus_check() {
 
 # psql_local runs SQL on the profile's PostgreSQL as its owner.
 psql_local() {
-  local pw pg_ip
-  pw="$(k -n "${NS}" get secret "${RELEASE}-postgres" -o jsonpath='{.data.password}' | base64 -d)"
-  pg_ip="$(k -n "${NS}" get service "${RELEASE}-postgres" -o jsonpath='{.spec.clusterIP}')"
-  X psql -X -q -t -A -v ON_ERROR_STOP=1 "postgres://postgres:${pw}@${pg_ip}:5432/projection?sslmode=disable" -c "$1"
+  X psql -X -q -t -A -v ON_ERROR_STOP=1 "$(admin_dsn)" -c "$1"
 }
 
 # leader: the holder of the manager's leader-election Lease, checked to be a
@@ -324,7 +349,7 @@ else
   [[ "$(psql_local "SELECT count(*) FROM trades WHERE scope = '${SCOPE}' AND trade_id = '${gone}'")" == 1 ]] || fail "trade ${gone} not restored"
   replay_check
 
-  say "fault: the member pod restarted (emptyDir: it rewrites its seeded log from genesis)"
+  say "fault: the member pod restarted (emptyDir: it trades its seeded log again from genesis, same clock, same history; CURRENT again only once it proves its chain at the cursor)"
   k -n "${NS}" delete pod -l app.kubernetes.io/component=member
   k -n "${NS}" rollout status deployment/"${RELEASE}-member" --timeout=2m >/dev/null || fail "no new member pod"
   wait_current
@@ -384,6 +409,25 @@ else
   k -n "${NS}" delete rolebinding bob-edits alice-views alice-approves >/dev/null
 fi
 
+# check_uninstalled [NAME...]: nothing of the release is left in its
+# namespace but the NAMEs (what the guide says stays), no cluster-scoped
+# object of the chart, and the CRDs are still there.
+check_uninstalled() {
+  local keep=(-e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$') n left cluster_left i
+  for n in "$@"; do keep+=(-e "^${n}\$"); done
+  for ((i = 0; i < 60; i++)); do
+    left="$(k -n "${NS}" get all,configmaps,secrets,serviceaccounts,roles,rolebindings,networkpolicies,poddisruptionbudgets,jobs,projectionrecoveries,projectionreconciliations \
+      -o name 2>/dev/null | grep -v "${keep[@]}" || true)"
+    [[ -z "${left}" ]] && break
+    sleep 2
+  done
+  [[ -z "${left}" ]] || fail "left behind after helm uninstall:"$'\n'"${left}"
+  cluster_left="$(k get clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings -o name | grep -i projection || true)"
+  [[ -z "${cluster_left}" ]] || fail "cluster-scoped objects left behind after helm uninstall:"$'\n'"${cluster_left}"
+  k get crd projectionrecoveries.recovery.projection.io >/dev/null || fail "the CRDs should stay (README)"
+  say "uninstalled: nothing left but the CRDs${1:+ and what the guide says stays ($*)}"
+}
+
 if [[ -n "${smoke}" ]]; then
   say "uninstall: the resources first, then the release"
   guide uninstall
@@ -391,15 +435,15 @@ else
   say "helm uninstall while the resources exist (the profile's drain hook releases them)"
   guide uninstall-local
 fi
-for ((i = 0; i < 60; i++)); do
-  left="$(k -n "${NS}" get all,configmaps,secrets,serviceaccounts,roles,rolebindings,networkpolicies,poddisruptionbudgets,jobs,projectionrecoveries,projectionreconciliations \
-    -o name 2>/dev/null | grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' || true)"
-  [[ -z "${left}" ]] && break
-  sleep 2
-done
-[[ -z "${left}" ]] || fail "left behind after helm uninstall:"$'\n'"${left}"
-cluster_left="$(k get clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings -o name | grep -i projection || true)"
-[[ -z "${cluster_left}" ]] || fail "cluster-scoped objects left behind after helm uninstall:"$'\n'"${cluster_left}"
-k get crd projectionrecoveries.recovery.projection.io >/dev/null || fail "the CRDs should stay (README)"
-say "uninstalled: nothing left but the CRDs"
+check_uninstalled
+
+# ---- The guide's section 3: the production install against "your own" platform.
+say "production: docs/install.md section 3 against a stand-in for your platform (namespace trading)"
+# The guide creates the release namespace: the local profile's goes first
+# (same release and namespace names; only one release of the chart's
+# cluster-scoped objects can exist at a time). The stand-in comes up while
+# it is deleted; the guide's install waits for it.
+k delete namespace "${NS}" --wait=false >/dev/null || fail "deleting the local profile's namespace"
+source hack/e2e/production.sh
+production_phase
 say "PASS: e2e${smoke:+ smoke} in $(($(date +%s) - t0))s"

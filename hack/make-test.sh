@@ -58,6 +58,7 @@ phase build-soak "${make[@]}" build-soak || exit 1
 export PROJECTION_BIN_DIR="${root}/bin"
 PROJECTION_PHASES="${root}/${table}" phase "go test" hack/postgres.sh run -- hack/test.sh ./... || exit 1
 # The chart on a real node (docs/e2e.md): install as the install guide says,
-# CURRENT, kstatus, the replay check, uninstall. As root; the node's binaries
+# CURRENT, kstatus, the replay check, uninstall, then the guide's production
+# install against a stand-in database and member. As root; the node's binaries
 # are built once and cached outside the clone; one node per machine at a time.
 phase e2e-smoke "${make[@]}" e2e-smoke || exit 1

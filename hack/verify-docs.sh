@@ -159,15 +159,23 @@ elif ! grep -qE "^$(printf '%s' "${ci_cmd}" | sed -E 's/[][\.*^$+?(){}|/]/\\&/g'
 fi
 
 # 4. The install guide's marked blocks are what make e2e runs: each block of
-# docs/install.md marked `<!-- e2e: NAME -->` is run by hack/e2e.sh
-# (`guide NAME`), and a block README.md marks the same way is the guide's,
-# byte for byte.
+# docs/install.md marked `<!-- e2e: NAME -->` is run by hack/e2e.sh or the
+# files it sources (`guide NAME`), each block of docs/database-role.md marked
+# the same way by `role_sql NAME`, and a block README.md marks is the
+# guide's, byte for byte.
 block() { awk -v m="<!-- e2e: $2 -->" '$0 == m { f = 1; next } f && /^```/ { if (++n == 2) exit; next } f && n == 1 { print }' "$1"; }
+e2e_scripts=(hack/e2e.sh hack/e2e/*.sh)
 guide_blocks=0
 for name in $(sed -nE 's/^<!-- e2e: ([a-z0-9-]+) -->$/\1/p' docs/install.md); do
 	guide_blocks=$((guide_blocks + 1))
 	[[ -n "$(block docs/install.md "${name}")" ]] || err "docs/install.md: the block marked e2e: ${name} is empty or not a fenced block"
-	grep -qE "guide ${name}( |$)" hack/e2e.sh || err "docs/install.md: hack/e2e.sh never runs the block marked e2e: ${name}"
+	grep -qE "^[[:space:]]*(E2E_AS=[a-z]+ )?guide ${name}( |$)" "${e2e_scripts[@]}" || err "docs/install.md: hack/e2e.sh never runs the block marked e2e: ${name}"
+done
+role_blocks=0
+for name in $(sed -nE 's/^<!-- e2e: ([a-z0-9-]+) -->$/\1/p' docs/database-role.md); do
+	role_blocks=$((role_blocks + 1))
+	[[ -n "$(block docs/database-role.md "${name}")" ]] || err "docs/database-role.md: the block marked e2e: ${name} is empty or not a fenced block"
+	grep -qE "^[[:space:]]*role_sql ${name} " "${e2e_scripts[@]}" || err "docs/database-role.md: hack/e2e.sh never runs the block marked e2e: ${name}"
 done
 for name in $(sed -nE 's/^<!-- e2e: ([a-z0-9-]+) -->$/\1/p' README.md); do
 	[[ "$(block README.md "${name}")" == "$(block docs/install.md "${name}")" ]] ||
@@ -183,4 +191,4 @@ go run ./hack/commentcheck "${COMMENT_CHECKED[@]}" || fail=1
 
 if [[ ${fail} -ne 0 ]]; then exit 1; fi
 echo "verify-docs: the module's Go comments hold no issue reference or essay, none points outside the repository;"
-echo "verify-docs: ${guide_blocks} install guide blocks run by make e2e; ${#docs[@]} documents, $((checked - pending)) relative links resolve (${pending} to PENDING documents); ${#user_docs[@]} user-facing files cite no requirement id or issue number; README.md shows '${ci_cmd}' as .ci/run runs it"
+echo "verify-docs: ${guide_blocks} install guide blocks and ${role_blocks} database-role blocks run by make e2e; ${#docs[@]} documents, $((checked - pending)) relative links resolve (${pending} to PENDING documents); ${#user_docs[@]} user-facing files cite no requirement id or issue number; README.md shows '${ci_cmd}' as .ci/run runs it"

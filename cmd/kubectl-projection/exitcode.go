@@ -61,9 +61,21 @@ func usageErr(err error) error {
 // printed why (a report that is not clean, a blocked scope).
 var errSilentRefusal = &exitError{code: ExitRefused, err: errors.New("")}
 
+// readFailed marks a failed read as an error (1), forbidden included: a
+// read the API server forbids means "could not ask", not a refusal of what
+// was asked, so a script gating on report or status never takes missing
+// permissions for drift (3), nor drift for missing permissions.
+func readFailed(err error) error {
+	if err != nil && apierrors.IsForbidden(err) {
+		return &exitError{code: ExitError, err: err}
+	}
+	return err
+}
+
 // exitCode maps an error to the documented exit code. An API server refusal
-// (admission: Forbidden; validation: Invalid) is a refusal, 3, so a script
-// can tell "you may not" from "could not ask". A NotFound or a conflict is
+// of a write (admission: Forbidden; validation: Invalid) is a refusal, 3, so
+// a script can tell "you may not" from "could not ask"; reads go through
+// readFailed. A NotFound or a conflict is
 // an error, 1. started is false when cobra failed before any command ran
 // (flag parsing, argument count, unknown command): that is usage, 2.
 func exitCode(err error, started bool) int {

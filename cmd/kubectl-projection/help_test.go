@@ -88,7 +88,7 @@ func TestReportHelp_ExitCodesAreTheCodes(t *testing.T) {
 		{"clean but drifting", exitCode(reportVerdict(reconWith(recoveryv1.ProjectionReconciliationStatus{Report: &recoveryv1.ReportSummary{Clean: true, Findings: 1}})), true), `even when "clean"`},
 		{"no report yet", exitCode(reportVerdict(reconWith(recoveryv1.ProjectionReconciliationStatus{})), true), "no report yet"},
 		{"not found", exitCode(apierrors.NewNotFound(gr, "x"), true), "not found"},
-		{"the read is forbidden", exitCode(apierrors.NewForbidden(gr, "x", nil), true), "forbidden"},
+		{"the read is forbidden", exitCode(readFailed(apierrors.NewForbidden(gr, "x", nil)), true), "forbidden"},
 		{"bad -o", exitCode(badOutput, true), "-o"},
 		{"no name", exitCode(exactlyOneName("ProjectionReconciliation")(nil, nil), false), "usage"},
 	}

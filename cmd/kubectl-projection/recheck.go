@@ -90,7 +90,7 @@ func (ro *recheckOptions) run(ctx context.Context, name string) error {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("ProjectionRecovery %s/%s not found", ns, name)
 		}
-		return fmt.Errorf("reading ProjectionRecovery %s/%s: %w", ns, name, err)
+		return readFailed(fmt.Errorf("reading ProjectionRecovery %s/%s: %w", ns, name, err))
 	}
 	// The value only has to be new: the manager echoes it, it never parses it.
 	value := ro.now().UTC().Format(time.RFC3339Nano)

@@ -42,7 +42,7 @@ func (o *options) getReconciliation(ctx context.Context, name string) (*recovery
 	}
 	var r recoveryv1.ProjectionReconciliation
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &r); err != nil {
-		return nil, fmt.Errorf("reading ProjectionReconciliation %s/%s: %w", ns, name, err)
+		return nil, readFailed(fmt.Errorf("reading ProjectionReconciliation %s/%s: %w", ns, name, err))
 	}
 	return &r, nil
 }
@@ -87,11 +87,11 @@ in place with its rollback text, what a person must still do.
 
 Exit codes:
   0  a report with no finding at all
-  1  error: not found, no cluster, network
+  1  error: not found, no cluster, network, or the read is forbidden
+     (you may not get this ProjectionReconciliation: could not ask)
   2  usage: no NAME or more than one, an unknown flag, a bad -o
   3  any finding (drift, even when "clean", which only means no
-     inconsistent finding), no report yet, or the API server refused the
-     read (forbidden: you may not get this ProjectionReconciliation)`,
+     inconsistent finding), or no report yet`,
 		Example: `  kubectl projection report fix-venue-a || echo "drift in fix-venue-a"
   kubectl projection report fix-venue-a -o json | jq .status.report`,
 		Args:              exactlyOneName("ProjectionReconciliation"),

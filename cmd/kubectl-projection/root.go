@@ -98,14 +98,14 @@ const rootLong = `kubectl projection: projection recovery and reconciliation fro
 
 Exit codes (stable, for scripts):
   0  done (report: no finding at all)
-  1  error: no cluster, not found, network, the resource changed meanwhile
+  1  error: no cluster, not found, network, the resource changed meanwhile,
+     a read the API server forbids (could not ask)
   2  usage: unknown command or flag, wrong number of arguments, bad -o
   3  drift, refused or blocked: report with any finding (even when "clean",
      which only means no inconsistent finding) or absent; a BLOCKED scope
      (status, recheck --wait); plan absent, expired or failing
      its rehearsal; approve or rollback refused client-side or by the API
-     server (shown as-is); a request the API server forbids (Forbidden)
-     or finds invalid, reads included
+     server (shown as-is): a change it forbids (Forbidden) or finds invalid
 
 -w is --watch (status), as in kubectl; recheck's --wait has no shorthand.`
 

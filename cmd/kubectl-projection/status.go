@@ -91,7 +91,7 @@ func (so *statusOptions) list(ctx context.Context) ([]recoveryv1.ProjectionRecov
 	}
 	var list recoveryv1.ProjectionRecoveryList
 	if err := c.List(ctx, &list, opts...); err != nil {
-		return nil, fmt.Errorf("listing ProjectionRecoveries: %w", err)
+		return nil, readFailed(fmt.Errorf("listing ProjectionRecoveries: %w", err))
 	}
 	items := list.Items
 	sort.Slice(items, func(i, j int) bool {

@@ -83,6 +83,8 @@ func TestExitCode_Mapping(t *testing.T) {
 		{"api conflict", apierrors.NewConflict(gr, "a", errors.New("changed")), true, ExitError},
 		{"wrapped forbidden", fmt.Errorf("the API server refused: %w", apierrors.NewForbidden(gr, "a", errors.New("x"))), true, ExitRefused},
 		{"plain", errors.New("dial tcp: refused"), true, ExitError},
+		{"forbidden read: could not ask", readFailed(fmt.Errorf("reading: %w", apierrors.NewForbidden(gr, "a", errors.New("no get verb")))), true, ExitError},
+		{"read failing otherwise", readFailed(apierrors.NewNotFound(gr, "a")), true, ExitError},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

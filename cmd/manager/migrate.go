@@ -169,7 +169,10 @@ func readDSN(path string, getenv func(string) string) (string, error) {
 
 // redactDSN keeps the DSN and its password out of an error's text. pgx
 // already masks passwords in its messages; this holds for any other text
-// (a driver or server message quoting the DSN) as well.
+// (a driver or server message quoting the DSN) as well. The DSN is the
+// platform administrator's, read in their own Job: unlike a tenant's
+// (controllers' parseTenantDSN), it may name files (a mounted CA, a
+// passfile), so it is parsed unrestricted.
 func redactDSN(err error, dsn string) error {
 	msg := err.Error()
 	secrets := []string{dsn}

@@ -71,10 +71,17 @@ func (e *Engine) run(ctx context.Context, c *Cycle) Result {
 		page, err = cl.Fetch(ctx, cur.VerifiedThroughSeq, cur.ChainDigest, cur.DescriptorHash, c.Limits.PageSize)
 		if err != nil {
 			res.Boundary = max(res.Boundary, refusalBoundary(err))
-			return fail(res, err)
+			return e.probeFailed(ctx, log, st, c, res, behindCursor(err, cur))
 		}
 	}
 	res.Boundary = page.BoundarySeq
+	if page.Idle {
+		// An idle page certifies nothing this manager cannot prove about
+		// the member's chain through the cursor (FR-APR03/04, proof.go).
+		if err := e.proveIdle(ctx, log, c, cl, cur); err != nil {
+			return e.probeFailed(ctx, log, st, c, res, err)
+		}
+	}
 
 	if !e.AutoRecovery {
 		// Read-only (NFR-APR01): report completeness, write nothing.
@@ -179,7 +186,7 @@ func (e *Engine) applyPages(ctx context.Context, log logr.Logger, c *Cycle, st *
 		if pr.Committed() {
 			// The unit commits in write slices; those before a failing
 			// one stay committed and the cursor stands after them.
-			res = e.committed(res, run, pr, pages)
+			res = e.committed(res, c, cl, run, pr, pages)
 		}
 		if err != nil {
 			return recordFailure(ctx, log, keeper, fail(res, err))
@@ -212,20 +219,31 @@ func (e *Engine) applyPages(ctx context.Context, log logr.Logger, c *Cycle, st *
 			page = next
 			res.Boundary = page.BoundarySeq
 		}
+		if err == nil && page.Idle {
+			// The member's boundary fell back to exactly the cursor this
+			// unit left (it was past it): prove before certifying.
+			err = e.proveIdle(ctx, log, c, cl, res.Cursor)
+		}
 		if err != nil {
 			res.Boundary = max(res.Boundary, refusalBoundary(err))
+			e.Proofs.owe(c.Resource, fmt.Sprintf("it failed to answer (%s) since its last proof", codes.Of(err)))
 			return recordFailure(ctx, log, keeper, fail(res, err))
 		}
 	}
 }
 
 // committed records what a unit's committed slices did; pages is how many
-// fetched pages the unit held.
-func (e *Engine) committed(res Result, run store.Run, pr store.PageResult, pages int) Result {
+// fetched pages the unit held, cl the client that fetched them.
+func (e *Engine) committed(res Result, c *Cycle, cl *source.Client, run store.Run, pr store.PageResult, pages int) Result {
 	res.Pages += pages
 	res.Events += pr.Applied
 	res.LockHolds = append(res.LockHolds, pr.LockHeld...)
 	res.Cursor = advanceCursor(res.Cursor, run, pr, e.Clock.Now())
+	if pr.VerifiedThroughSeq > 0 {
+		// The page's chain was verified from the cursor to its end: the
+		// member proved the chain through the cursor it leaves.
+		e.Proofs.proven(c.Resource, cl, pr.VerifiedThroughSeq, pr.ChainDigest, e.Clock.Now())
+	}
 	if e.OnPageCommitted != nil {
 		e.OnPageCommitted(e.Owner, pr)
 	}

@@ -64,6 +64,13 @@ type Engine struct {
 	Owner string
 	// Carry keeps each scope's carried unit between its cycles (nil: none).
 	Carry *CarryOver
+	// Proofs is what this manager knows of each scope's member chain, for
+	// the idle proof (proof.go); nil knows nothing, so every idle answer
+	// at a sequence past genesis is proven first.
+	Proofs *ProofLedger
+	// ProofPeriod bounds how long one proof lets idle answers certify a
+	// scope (0: DefaultProofPeriod).
+	ProofPeriod time.Duration
 	// Counters counts what a Result does not carry.
 	Counters Counters
 	// OnPageCommitted, when set, is called after every committed page (tests).

@@ -47,6 +47,10 @@ type fixture struct {
 	log   *engine.Log
 	url   string
 
+	// h serves the contract; restart replaces it (a member that came back
+	// over another log, its replay cache cold).
+	h atomic.Pointer[member.Handler]
+
 	mu     sync.Mutex
 	events []wire.Event // every event the member produced, in consensus order
 	// delay, when set, holds every contract request that long (or until the
@@ -84,6 +88,7 @@ func newFixture(t testing.TB, scope string, commands int) *fixture {
 		t.Fatal(err)
 	}
 	h := member.NewHandler(f.log, member.HandlerOptions{})
+	f.h.Store(h)
 	if _, err := f.pool.Exec(ctx, `INSERT INTO projection_runs (scope, epoch, managed, selected, phase, descriptor_hash, protocol_version)
 VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err != nil {
 		t.Fatal(err)
@@ -107,7 +112,7 @@ VALUES ($1, 1, true, true, 'ACTIVE', $2, 1)`, scope, h.DescriptorHash()); err !=
 				return
 			}
 		}
-		h.ServeHTTP(w, r)
+		f.h.Load().ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
@@ -128,3 +133,48 @@ func (f *fixture) allEvents() []wire.Event {
 }
 
 func (f *fixture) boundary() int64 { return f.log.Committed() }
+
+// history is a member's command log traded by the fixture's workload (seed
+// 7, four accounts, openings), its clock starting at start: the same start
+// as the fixture's member (the workload's default) trades the very same
+// commands again, another start the same commands stamped otherwise, i.e.
+// another history at the same sequences.
+type history struct {
+	log *engine.Log
+	w   *engine.Workload
+}
+
+func newHistory(t testing.TB, scope string, start time.Time) *history {
+	t.Helper()
+	desc := engine.TestDescriptor(scope)
+	l, err := engine.Create(t.TempDir(), desc, engine.LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := engine.NewWorkload(7, engine.WorkloadConfig{Accounts: 4, Instruments: desc.Instruments, Openings: true, Start: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &history{log: l, w: w}
+}
+
+// trade appends and commits commands until the log holds n.
+func (h *history) trade(t testing.TB, n int64) {
+	t.Helper()
+	for h.log.LastSeq() < n {
+		if _, err := h.log.Append(h.w.Next()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.log.Commit(h.log.LastSeq()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restart brings the member back over l with a cold replay cache, and
+// returns its handler (its Stats count the replays it ran).
+func (f *fixture) restart(l *engine.Log) *member.Handler {
+	h := member.NewHandler(l, member.HandlerOptions{})
+	f.h.Store(h)
+	return h
+}

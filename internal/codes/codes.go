@@ -77,6 +77,11 @@ const (
 	// ChainMismatch: digestAfter is not the cursor's digest, or the events
 	// do not hash to digestThrough (FR-APR03/06).
 	ChainMismatch Code = "CHAIN_MISMATCH"
+	// HistoryRewritten: the member answered idle at the verified cursor, and
+	// its chain through that sequence, proven again before the idle answer
+	// certifies anything, is not the verified one: it serves another history
+	// there (a log lost and re-traded, another member) (FR-APR03/04).
+	HistoryRewritten Code = "HISTORY_REWRITTEN"
 	// OrderingViolation: page coordinates or event sequences out of order
 	// or outside (afterSeq, throughSeq] / beyond the boundary.
 	OrderingViolation Code = "ORDERING_VIOLATION"
@@ -138,7 +143,7 @@ const (
 var All = []Code{
 	SourceUnavailable, LeaseHeld, LeaseLost, Superseded, CursorMoved, DatabaseUnavailable,
 	NotEligible, DescriptorMismatch, ProtocolMismatch, ExplicitCheckpointMismatch, ChainMismatch,
-	OrderingViolation, MalformedEvent, BeyondFrozen, OrphanTrade, OrphanOrder,
+	HistoryRewritten, OrderingViolation, MalformedEvent, BeyondFrozen, OrphanTrade, OrphanOrder,
 	ImmutableTradeConflict, RejectedBooking, TradeProvenanceConflict, OrderProvenanceConflict,
 	OrderRowMismatch, OpeningConflict, UnexplainedBalance, UnknownLegacyHistory,
 	UnprovenInitialBalance, SourceRefused, SourceVerification, Internal, CommitOutcomeUnknown, SchemaMissing,

@@ -31,6 +31,7 @@ var RefusalInvariants = map[string][]InvariantID{
 	"PROTOCOL_MISMATCH":            {CursorIdentityAgrees},
 	"EXPLICIT_CHECKPOINT_MISMATCH": {CursorIdentityAgrees},
 	"CHAIN_MISMATCH":               {CursorChainAgrees, CursorEventCountAgrees},
+	"HISTORY_REWRITTEN":            {CursorChainAgrees, TradePresentInSource},
 	"BEYOND_FROZEN":                {CursorWithinBoundary},
 	"ORPHAN_TRADE":                 {TradePresentInSource},
 	"ORPHAN_ORDER":                 {OrderPresentInSource},

@@ -124,6 +124,16 @@ func (c *Client) Fetch(ctx context.Context, afterSeq int64, afterDigest, expectD
 	if err := checkRequest(afterSeq, afterDigest, expectDescriptor, maxEvents); err != nil {
 		return nil, err
 	}
+	body, err := c.get(ctx, afterSeq, maxEvents)
+	if err != nil {
+		return nil, err
+	}
+	return VerifyPage(body, afterSeq, afterDigest, expectDescriptor, maxEvents)
+}
+
+// get sends one contract request and returns the body of a 200 JSON answer;
+// every other answer is the error Fetch documents.
+func (c *Client) get(ctx context.Context, afterSeq int64, maxEvents int) ([]byte, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -168,7 +178,7 @@ func (c *Client) Fetch(ctx context.Context, afterSeq int64, afterDigest, expectD
 		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 			return nil, &VerificationError{Code: VerifyMalformedPage, Detail: "content type " + strconv.Quote(ct)}
 		}
-		return VerifyPage(body, afterSeq, afterDigest, expectDescriptor, maxEvents)
+		return body, nil
 	case resp.StatusCode >= 500, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusRequestTimeout:
 		return nil, &UnavailableError{Status: resp.StatusCode, Err: errors.New(errorMessage(body, resp.Status))}
 	case resp.StatusCode >= 400:
@@ -234,6 +244,14 @@ func VerifyPage(body []byte, afterSeq int64, afterDigest, expectDescriptor strin
 	if err := checkRequest(afterSeq, afterDigest, expectDescriptor, maxEvents); err != nil {
 		return nil, err
 	}
+	return verifyBody(body, afterSeq, afterDigest, expectDescriptor, maxEvents)
+}
+
+// verifyBody is VerifyPage after its request check. An empty afterDigest
+// is unknown to the caller (ChainThrough): a non-idle page's own
+// digestAfter, a valid digest, is taken as the chain's start and everything
+// after it is verified as VerifyPage does.
+func verifyBody(body []byte, afterSeq int64, afterDigest, expectDescriptor string, maxEvents int) (*Page, error) {
 	// One typed pass over the body: decoding field by field and then every
 	// event again costs a catch-up dearly (docs/performance.md). Pointers
 	// tell a missing or null field from a zero value.
@@ -290,7 +308,7 @@ func VerifyPage(body []byte, afterSeq int64, afterDigest, expectDescriptor strin
 			return nil, malformed("idle page must have afterSeq == throughSeq == boundarySeq and no events")
 		}
 		for _, d := range []string{p.DigestAfter, p.DigestThrough} {
-			if d != "" && d != afterDigest {
+			if d != "" && afterDigest != "" && d != afterDigest {
 				return nil, &VerificationError{Code: VerifyDigestMismatch, Detail: "idle page digest " + truncate(d) + " != cursor digest " + afterDigest}
 			}
 		}
@@ -305,6 +323,12 @@ func VerifyPage(body []byte, afterSeq int64, afterDigest, expectDescriptor strin
 	}
 	if len(items) > maxEvents {
 		return nil, malformed("%d events, asked for at most %d", len(items), maxEvents)
+	}
+	if afterDigest == "" {
+		if !chain.Valid(p.DigestAfter) {
+			return nil, malformed("digestAfter %q is not 64 lowercase hex", truncate(p.DigestAfter))
+		}
+		afterDigest = p.DigestAfter
 	}
 	if p.DigestAfter != afterDigest {
 		return nil, &VerificationError{Code: VerifyDigestMismatch, Detail: fmt.Sprintf("digestAfter %s != cursor digest %s at seq %d", truncate(p.DigestAfter), afterDigest, afterSeq)}

@@ -19,6 +19,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -469,6 +470,17 @@ func TestRefusal_SOURCE_REFUSED(t *testing.T) {
 
 func TestRefusal_SOURCE_VERIFICATION(t *testing.T) {
 	wantCode(t, &source.VerificationError{Code: source.VerifyDigestMismatch}, codes.SourceVerification)
+}
+
+// TestRefusal_HISTORY_REWRITTEN: the idle proof's refusal (internal/catchup,
+// TestFRAPR04_IdleAnswerOverARewrittenHistoryIsNeverCurrent, runs it against
+// a real member) keeps its code through the error chain and needs review.
+func TestRefusal_HISTORY_REWRITTEN(t *testing.T) {
+	err := fmt.Errorf("cycle: %w", codes.Newf(codes.HistoryRewritten, "chain through 40 differs"))
+	wantCode(t, err, codes.HistoryRewritten)
+	if codes.HistoryRewritten.Transient() {
+		t.Fatal("HISTORY_REWRITTEN is transient: a member serving another history would be retried as if it were down")
+	}
 }
 
 func TestRefusal_INTERNAL(t *testing.T) {

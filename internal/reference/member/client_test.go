@@ -267,3 +267,56 @@ func TestClient_ArgumentChecks(t *testing.T) {
 		t.Error("ftp base URL accepted")
 	}
 }
+
+// TestChainThrough: the client's proof of the member's chain at a sequence
+// (the idle proof, FR-APR03/04) is the chain a full replay gives there, for
+// every sequence and page size, whether the member has moved on past it or
+// not; a member below the sequence has nothing to prove against (transient,
+// RETRYING), and a page that does not hash from its digestAfter to its
+// digestThrough is refused as any page is.
+func TestChainThrough(t *testing.T) {
+	ctx := context.Background()
+	l := buildLog(t, 30, 7)
+	f := serve(t, l, HandlerOptions{})
+	r := fullReplay(t, l)
+	for _, m := range []int{10, 1000} {
+		for seq := int64(1); seq <= l.Committed(); seq++ {
+			p, err := f.client.ChainThrough(ctx, seq, desc.Hash(), m)
+			if err != nil {
+				t.Fatalf("maxEvents %d, seq %d: %v", m, seq, err)
+			}
+			if p.Seq != seq || p.Digest != r.Digest(seq) || p.BoundarySeq != l.Committed() {
+				t.Fatalf("maxEvents %d, seq %d: %+v, want digest %s boundary %d", m, seq, p, r.Digest(seq), l.Committed())
+			}
+		}
+	}
+	t.Run("the member is below the sequence", func(t *testing.T) {
+		_, err := f.client.ChainThrough(ctx, l.Committed()+1, desc.Hash(), 100)
+		if !source.IsTransient(err) {
+			t.Fatalf("seq B+1 (an idle page after B): %v, want transient", err)
+		}
+		_, err = f.client.ChainThrough(ctx, l.Committed()+5, desc.Hash(), 100)
+		if !source.IsTransient(err) || refusalCode(t, err) != source.CodeAfterSeqBeyondBoundary {
+			t.Fatalf("seq B+5: %v, want a transient AFTER_SEQ_BEYOND_BOUNDARY", err)
+		}
+	})
+	t.Run("no chain through 0 to ask for", func(t *testing.T) {
+		if _, err := f.client.ChainThrough(ctx, 0, desc.Hash(), 100); err == nil {
+			t.Fatal("seq 0 accepted")
+		}
+	})
+	t.Run("a page that does not hash to its digestThrough", func(t *testing.T) {
+		c := tamper(t, func(p map[string]any) { p["digestThrough"] = strings.Repeat("a", 64) })
+		_, err := c.ChainThrough(ctx, 10, desc.Hash(), 100)
+		if got := verificationCode(err); got != source.VerifyDigestMismatch {
+			t.Fatalf("got %s", got)
+		}
+	})
+	t.Run("a digestAfter that is not a digest", func(t *testing.T) {
+		c := tamper(t, func(p map[string]any) { p["digestAfter"] = "" })
+		_, err := c.ChainThrough(ctx, 10, desc.Hash(), 100)
+		if got := verificationCode(err); got != source.VerifyMalformedPage {
+			t.Fatalf("got %s", got)
+		}
+	})
+}
