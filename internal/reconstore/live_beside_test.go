@@ -28,11 +28,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
 	"github.com/projection-recovery/projection-recovery/internal/pgtest"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
-	"github.com/projection-recovery/projection-recovery/internal/reference/live"
 	"github.com/projection-recovery/projection-recovery/internal/source"
 	"github.com/projection-recovery/projection-recovery/internal/store"
 )
@@ -79,6 +79,10 @@ type dryRuns struct {
 	// phase's live writes are then split by whether a paced run was
 	// working or suspended when they arrived.
 	gate time.Duration
+	// snapshot runs no dry run but holds what a run holds throughout: a
+	// read-only REPEATABLE READ snapshot of the scope's database, taken
+	// at the phase's start, so its cost can be told from the run's work.
+	snapshot bool
 }
 
 // gatedPace is a Pace whose run is suspended while the gate is closed: its
@@ -167,7 +171,9 @@ type besideResult struct {
 	alone, scheduled     []phaseResult // interleaved rounds
 	gated                []phaseResult // each round's third phase: the paced run suspended every other besideGate
 	backToBack, every10s phaseResult
-	control              phaseResult // back to back, dry runs of another database's scope
+	control              phaseResult   // back to back, dry runs of another database's scope
+	pacedControl         []phaseResult // the scheduled phase's dry runs, of another database's scope
+	snapshot             []phaseResult // no dry run, its snapshot held throughout
 }
 
 func (r besideResult) phases() []phaseResult {
@@ -181,6 +187,8 @@ func (r besideResult) phases() []phaseResult {
 			out = append(out, r.gated[i])
 		}
 	}
+	out = append(out, r.pacedControl...)
+	out = append(out, r.snapshot...)
 	return append(out, r.backToBack, r.every10s, r.control)
 }
 
@@ -201,19 +209,22 @@ func (r besideResult) refused() (n int) {
 
 // liveBesideDryRuns (docs/performance.md): a scope of about events events
 // catching up from genesis (pages of the contract's maximum, under its
-// worker's lease) while its live projector writes at besideRate, each
-// phase in a fresh world with the same log: rounds of (1) no dry run,
-// (2) the goal's schedule, a dry run of that scope paced at share of one
-// CPU every besideSchedule, and (2') the same suspended every other
-// besideGate (gatedPace: its live writes split by whether the paced run
-// worked when they arrived), interleaved; then (3) unpaced dry runs of it
-// back to back, (4) one every besideEvery10, and (5) the control, back to
-// back of a scope in another database. Each live write's latency runs from
-// its scheduled arrival to its commit. A dry run still running when the
-// catch-up ends is cancelled (counted cut), so every phase lasts exactly
-// its catch-up. A page refused during the catch-up (a dry run that took
-// the lease over, as its rehearsal once did) is what would make the
-// recovery RETRYING.
+// worker's lease) while its live projector, a process of its own as the
+// trade-processor is (driveLiveProcess), writes at besideRate, each phase
+// in a fresh world with the same log: rounds of (1) no dry run, (2) the
+// goal's schedule, a dry run of that scope paced at share of one CPU every
+// besideSchedule, (2b) the same suspended every other besideGate
+// (gatedPace: its live writes split by whether the paced run worked when
+// they arrived) and, with all, (2c) the paced control: the schedule's dry
+// runs of a scope in another database, and (2d) no dry run but its
+// snapshot held (holdSnapshot), interleaved; then (3) unpaced dry
+// runs of it back to back, (4) one every besideEvery10, and (5) the
+// control, back to back of a scope in another database. Each live write's
+// latency runs from its scheduled arrival to its commit. A dry run still
+// running when the catch-up ends is cancelled (counted cut), so every
+// phase lasts exactly its catch-up. A page refused during the catch-up (a
+// dry run that took the lease over, as its rehearsal once did) is what
+// would make the recovery RETRYING.
 func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all bool) besideResult {
 	var r besideResult
 	commands := int(float64(events)/eventsPerCommand) + 1
@@ -232,7 +243,6 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 		if err != nil {
 			tb.Fatal(err)
 		}
-		gen := &live.Feed{Seq: 1 << 40}
 		start := time.Now()
 		var toggles []time.Time // when the gate turned, from open
 		var t0 time.Time        // about the live feed's first arrival
@@ -257,8 +267,12 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 				}
 			}(true)
 		}
-		pr.live = live.Drive(w.admin, w.scope, besideRate, gen.Next, func(err error) { tb.Error(err) }, func(context.Context) {
-			t0 = time.Now()
+		during := func(_ context.Context, at time.Time) {
+			t0 = at
+			if d.snapshot {
+				release := holdSnapshot(tb, of)
+				defer release()
+			}
 			ctx, stop := context.WithCancel(ctxb)
 			done := make(chan struct{})
 			go func() {
@@ -301,7 +315,8 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 			pr.refused = catchUpUnderLease(tb, w)
 			stop()
 			<-done
-		})
+		}
+		pr.live = driveLiveProcess(tb, w.db.Admin, w.scope, besideRate, during)
 		pr.took = time.Since(start)
 		if d.gate > 0 {
 			pr.on, pr.off = splitByGate(pr.live, t0, toggles, d.gate)
@@ -320,10 +335,19 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 	scheduled := dryRuns{on: true, every: besideSchedule, fromEnd: true, pace: recon.Pace{Share: share}}
 	gated := scheduled
 	gated.gate = besideGate
+	var pacedOther *world
+	if all {
+		pacedOther = newWorld(tb, "beside-other-paced", commands, worldOpts{catchUp: true, accounts: 50, memberProcess: true})
+		warmMember(tb, pacedOther)
+	}
 	for i := range rounds {
 		r.alone = append(r.alone, phase(fmt.Sprintf("alone-%d", i+1), dryRuns{}, nil))
 		r.scheduled = append(r.scheduled, phase(fmt.Sprintf("scheduled-%d", i+1), scheduled, nil))
 		r.gated = append(r.gated, phase(fmt.Sprintf("gated-%d", i+1), gated, nil))
+		if all {
+			r.pacedControl = append(r.pacedControl, phase(fmt.Sprintf("paced-ctl-%d", i+1), scheduled, pacedOther))
+			r.snapshot = append(r.snapshot, phase(fmt.Sprintf("snapshot-%d", i+1), dryRuns{snapshot: true}, nil))
+		}
 	}
 	r.backToBack = phase("back-to-back", dryRuns{on: true}, nil)
 	if all {
@@ -335,6 +359,22 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 	warmMember(tb, other)
 	r.control = phase("control", dryRuns{on: true}, other)
 	return r
+}
+
+// holdSnapshot opens the read-only REPEATABLE READ transaction a dry run's
+// detection holds (Provider.Open) on w's database, as its reader, and takes
+// its snapshot; release ends it.
+func holdSnapshot(tb testing.TB, w *world) (release func()) {
+	tx, err := pgtest.Pool(tb, w.db.ReadOnly).BeginTx(ctxb, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var n int64
+	if err := tx.QueryRow(ctxb, `SELECT count(*) FROM positions WHERE scope = $1`, w.scope).Scan(&n); err != nil {
+		_ = tx.Rollback(ctxb)
+		tb.Fatal(err)
+	}
+	return func() { _ = tx.Rollback(ctxb) }
 }
 
 // splitByGate splits live latencies (in arrival order, besideRate from t0)
@@ -484,6 +524,15 @@ func BenchmarkLiveBesideDryRuns(b *testing.B) {
 		b.ReportMetric(float64(ten)/float64(alone), "p99_every10s/without")
 		b.ReportMetric(ms(control), "live_control_p99_ms")
 		b.ReportMetric(float64(with)/float64(control), "p99_dryruns/control")
+		if sn := pct(pooled(r.snapshot), 99); sn > 0 {
+			b.ReportMetric(ms(sn), "live_snapshot_p99_ms")
+			b.ReportMetric(float64(sn)/float64(alone), "p99_snapshot/without")
+		}
+		if pc := pct(pooled(r.pacedControl), 99); pc > 0 {
+			b.ReportMetric(ms(pc), "live_paced_control_p99_ms")
+			b.ReportMetric(float64(pc)/float64(alone), "p99_paced_control/without")
+			b.ReportMetric(float64(sched)/float64(pc), "p99_scheduled/paced_control")
+		}
 		b.ReportMetric(float64(r.backToBack.dryRuns), "dry_runs")
 		b.ReportMetric(float64(r.refused()), "pages_refused")
 	}

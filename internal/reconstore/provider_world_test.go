@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(envMemberDir); dir != "" {
 		os.Exit(serveMemberProcess(dir)) // the re-executed binary is a member, not a test run
 	}
+	if spec := os.Getenv(envLive); spec != "" {
+		os.Exit(serveLiveProcess(spec)) // the re-executed binary is the live projector
+	}
 	pgtest.MainLeakChecked(m)
 }
 
