@@ -321,12 +321,14 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 		if d.gate > 0 {
 			pr.on, pr.off = splitByGate(pr.live, t0, toggles, d.gate)
 		}
-		if b, ok := tb.(*testing.B); ok {
+		if _, ok := tb.(*testing.B); ok {
+			// Straight to stdout: go test keeps only the first ten lines of a
+			// benchmark's b.Log output, fewer than a run's phases.
 			if d.gate > 0 {
-				b.Logf("phase %-14s writes while the paced run worked: p99 %6.1f ms over %d; while it was suspended: p99 %6.1f ms over %d",
+				fmt.Printf("beside: phase %-14s writes while the paced run worked: p99 %6.1f ms over %d; while it was suspended: p99 %6.1f ms over %d\n",
 					name, ms(pct(pr.on, 99)), len(pr.on), ms(pct(pr.off, 99)), len(pr.off))
 			}
-			b.Logf("phase %-14s load %s: %5.1f s, live p99 %6.1f ms over %d writes, dry runs %d done + %d cut, paced over %d pages: busy %s slept %s (estimated run %s), pages refused %d",
+			fmt.Printf("beside: phase %-14s load %s: %5.1f s, live p99 %6.1f ms over %d writes, dry runs %d done + %d cut, paced over %d pages: busy %s slept %s (estimated run %s), pages refused %d\n",
 				name, pr.loadavg, pr.took.Seconds(), ms(pct(pr.live, 99)), len(pr.live), pr.dryRuns, pr.cut, pr.paced.Pages,
 				pr.paced.Busy.Round(time.Millisecond), pr.paced.Slept.Round(time.Millisecond), pr.estRun.Round(time.Second), len(pr.refused))
 		}
