@@ -26,19 +26,11 @@ import (
 	"github.com/projection-recovery/projection-recovery/internal/codes"
 )
 
-// tenantDSNKeys is every key a DSN read from a tenant's Secret may carry
-// (spec.database.dsnSecretRef, spec.repairDsnSecretRef): what a connection
-// to a PostgreSQL server over the network needs. pgx parses a DSN in the
-// manager's process, with the manager's files (its ServiceAccount token):
-// left out are the keys that read a file (passfile, sslkey, sslcert,
-// sslrootcert but "system", service, servicefile; sslpassword and
-// sslcertmode serve only a key file), hostaddr (pgx would send it to the
-// server as a setting), Kerberos (no provider here), protocol versions and
-// options, pgx's pool and statement options (a tenant does not size or
-// tune the manager's pools) and runtime parameters (a role's settings
-// belong in ALTER ROLE). Fails closed: a key a future pgx learns is
-// refused until listed (docs/security.md, "A tenant's DSN reads nothing
-// of the manager's").
+// tenantDSNKeys is every key a DSN from a tenant's Secret may carry: what a
+// network connection needs and nothing that makes pgx read the manager's
+// files, tune its pools or set server parameters. Fails closed: a key a
+// future pgx learns is refused until listed (docs/security.md, "A tenant's
+// DSN reads nothing of the manager's", says why each key is in or out).
 var tenantDSNKeys = []string{
 	// Where: one or more host[:port] over TCP (a socket is refused below).
 	"host", "port",

@@ -26,17 +26,10 @@ import (
 )
 
 // History is a scope's history as detection consumes it: once, in
-// consensus-seq order, never held whole. The Snapshot that comes with it
-// carries the small tables (cursor, lease, runs, positions, basis, outbox,
-// the scope summary); the history is everything that grows with the
-// scope's age: the source's events and the SQL rows of trades, orders and
-// order_events. Detection keeps per-key state only (positions per account
-// and instrument, the current version per order id) plus the rows that
-// drift, so its heap does not grow with the history (DetectHistory).
-//
-// Every method reads; none writes. All SQL reads of one History see one
-// snapshot of the database (the provider's single REPEATABLE READ
-// transaction), so a lookup agrees with the rows streamed.
+// consensus-seq order, never held whole, so detection's heap holds per-key
+// state and drifting rows only. The Snapshot beside it carries the small
+// tables. Every method reads; all SQL reads of one History see one
+// snapshot of the database, so a lookup agrees with the rows streamed.
 type History interface {
 	// Counts are the SQL history's row counts.
 	Counts(ctx context.Context) (HistoryCounts, error)

@@ -23,21 +23,12 @@ import (
 	"time"
 )
 
-// Pace bounds the share of one CPU a streamed detection takes (a duty
-// cycle, as PostgreSQL's cost-based vacuum delay): at each of its yields
-// (after the read's setup steps, a page's fetch and rows, and every
-// PaceEvery events) it sleeps so that its busy time stays at most Share of
-// its elapsed time.
-// Busy time is the detection's own wall-clock time between sleeps, with the
-// history read serially (SerialHistory): at any moment at most one of the
-// detection, the member and the database works for the run, so its busy
-// wall time bounds the CPU it costs anywhere, and on a loaded machine
-// (waiting for a core counts as busy) it yields more, when the hot path
-// needs it most. Docs: performance.md, "Paced dry runs".
-//
-// The zero Pace is unpaced. Only dry runs are paced: an apply detects under
-// the scope's lease, and pacing it would keep the recovery worker out for
-// ten times longer.
+// Pace bounds a streamed detection's busy time (wall clock between sleeps)
+// to Share of its elapsed time, as PostgreSQL's cost-based vacuum delay: it
+// sleeps at each yield what its busy time owes. The history is read
+// serially, so busy time bounds the CPU the run costs anywhere (docs:
+// performance.md, "Paced dry runs"). The zero Pace is unpaced; only dry
+// runs are paced, never an apply, which holds the scope's lease.
 type Pace struct {
 	// Share of one CPU, in (0, 1); 0 or 1 and above: unpaced.
 	Share float64

@@ -262,17 +262,11 @@ func (w *Runner) DryRunWith(ctx context.Context, scope string, opt recon.DryRunO
 }
 
 // Rehearse executes every action of plan through its handler in DryRun mode
-// (store.DryRunScopeWrite: the same write lock, fence and statements as the
-// apply, then ROLLBACK), under the scope's lease taken for the rehearsal as
-// RehearsalOwnerPrefix+id. Each action is rehearsed on the database as it
-// is, independently of the others (the plan's actions target distinct
-// records, and each compares its record with its own Before). When the lease
-// cannot be taken (the recovery worker holds it) nothing is rehearsed.
-//
-// A plan that releases the scope's lease is rehearsed WITHOUT taking it:
-// taking it is the release itself, irreversible and not yet approved. Then
-// release_lease is rehearsed on its own row and an action that writes under
-// the lease is reported not rehearsed (docs/design/repairs.md).
+// (the apply's write lock, fence and statements, then ROLLBACK) under the
+// scope's lease taken as RehearsalOwnerPrefix+id; when the lease cannot be
+// taken nothing is rehearsed. A plan that releases the lease is rehearsed
+// without taking it, since taking it is the unapproved release itself
+// (docs/design/repairs.md, "Rehearsing a plan").
 func (w *Runner) Rehearse(ctx context.Context, plan *recon.Plan, id string) Rehearsal {
 	if plan == nil || len(plan.Actions) == 0 {
 		return Rehearsal{Ran: true}

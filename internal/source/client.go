@@ -225,21 +225,13 @@ func malformed(format string, args ...any) error {
 	return &VerificationError{Code: VerifyMalformedPage, Detail: fmt.Sprintf(format, args...)}
 }
 
-// VerifyPage decodes a 200 body and checks everything a single page can prove:
-//   - protocolVersion == wire.ProtocolVersion (PROTOCOL_MISMATCH);
-//   - descriptorHash is a digest, equal to expectDescriptor when given (DESCRIPTOR_MISMATCH);
-//   - afterSeq echoes the request (AFTER_SEQ_MISMATCH);
-//   - afterSeq <= throughSeq <= boundarySeq; idle exactly when afterSeq == boundarySeq,
-//     then throughSeq == afterSeq and no events (FR-APR04; ORDERING / MALFORMED_PAGE);
-//   - at most maxEvents events, seqs non-decreasing and inside (afterSeq, throughSeq],
-//     each wire decodes as protocol v1 and carries the item's seq (FR-APR02; ORDERING);
-//   - digestAfter == afterDigest, and digestThrough equals the chain recomputed
-//     from afterDigest over the wire bytes (FR-APR03; DIGEST_MISMATCH).
-//
-// An idle page's digests, if sent, must equal afterDigest, and its Page has
-// DigestAfter == DigestThrough == afterDigest (FR-APR04). Whole commands and
-// no gap between pages the chain proves across pages (docs/source-contract.md,
-// "What the operator checks on every page").
+// VerifyPage decodes a 200 body and refuses it unless it holds everything a
+// single page can prove (FR-APR02..04; the list is docs/source-contract.md,
+// "What the operator checks on every page"): version, descriptor, the
+// echoed afterSeq, ordered seqs inside (afterSeq, throughSeq], each wire
+// decoding, and digestAfter == afterDigest with digestThrough recomputed
+// over the wire bytes. An idle page's Page carries afterDigest as both
+// digests. What lies between pages the chain proves across them.
 func VerifyPage(body []byte, afterSeq int64, afterDigest, expectDescriptor string, maxEvents int) (*Page, error) {
 	if err := checkRequest(afterSeq, afterDigest, expectDescriptor, maxEvents); err != nil {
 		return nil, err
