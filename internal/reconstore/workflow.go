@@ -96,7 +96,8 @@ type RunnerConfig struct {
 type Runner struct {
 	core    *recon.Workflow
 	store   *store.Store
-	dry     *Handlers // the same handlers in DryRun mode (rehearsals)
+	read    *pgxpool.Pool // detection's
+	dry     *Handlers     // the same handlers in DryRun mode (rehearsals)
 	runs    *Runs
 	journal *Journal
 	audit   *Auditor
@@ -169,7 +170,7 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	h := &Handlers{Store: cfg.Store, Lease: sessionLease, TriggerCycle: cfg.TriggerCycle, Publish: cfg.Publish, Journal: journal, Audit: audit}
 	dry := *h
 	dry.DryRun = true
-	w := &Runner{store: cfg.Store, dry: &dry, runs: &Runs{Pool: pool}, journal: journal, audit: audit,
+	w := &Runner{store: cfg.Store, read: read, dry: &dry, runs: &Runs{Pool: pool}, journal: journal, audit: audit,
 		tel: tel, clock: cfg.Clock, leases: leases, log: cfg.Log}
 	h.Withdrawn = func(scope string, through int64) {
 		w.withdrawn.add(scope, through)
@@ -191,6 +192,17 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		Log:         cfg.Log,
 	}
 	return w, nil
+}
+
+// CatchUpUnderWay names a scope of this database whose catch-up is under
+// way (moved within recon.CatchUpActiveWithin), "" when none: what a
+// scheduled dry run waits for (recon.ScheduledWait). Read as detection.
+func (w *Runner) CatchUpUnderWay(ctx context.Context) (string, error) {
+	scope, err := store.CursorCatchingUp(ctx, w.read, recon.CatchUpActiveWithin)
+	if err != nil {
+		return "", fmt.Errorf("reconstore: reading which scopes are catching up: %w", err)
+	}
+	return scope, nil
 }
 
 // Journal, Audit and Runs are the workflow's durable records.

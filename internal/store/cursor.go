@@ -117,6 +117,22 @@ func CursorList(ctx context.Context, q Querier) ([]Cursor, error) {
 	return out, rows.Err()
 }
 
+// CursorCatchingUp names a scope whose cursor is CATCHING_UP and was moved
+// (a page, an outcome) within the last `within`, "" when none: a catch-up
+// under way in this database, by any manager. A stale CATCHING_UP cursor
+// (a scope nobody recovers now) is not one.
+func CursorCatchingUp(ctx context.Context, q Querier, within time.Duration) (string, error) {
+	var scope string
+	err := q.QueryRow(ctx, `
+SELECT scope FROM projection_catchup_cursor
+ WHERE state = 'CATCHING_UP' AND updated_at > clock_timestamp() - make_interval(secs => $1)
+ ORDER BY updated_at DESC, scope LIMIT 1`, within.Seconds()).Scan(&scope)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return scope, err
+}
+
 // CursorVerifiedThrough reads the scope's verified-through seq (0 without a
 // cursor).
 func CursorVerifiedThrough(ctx context.Context, q Querier, scope string) (int64, error) {

@@ -444,3 +444,46 @@ func TestStore_CancelledContextIsTransient(t *testing.T) {
 		t.Fatalf("cancelled page: %s (%v)", c, err)
 	}
 }
+
+// A scheduled dry run waits while a catch-up is under way in its database
+// (recon.ScheduledWait): a CATCHING_UP cursor moved recently is one, a
+// CURRENT one or a CATCHING_UP one nobody moved for longer is not.
+func TestCursorCatchingUp(t *testing.T) {
+	f := setup(t)
+	got := func(within time.Duration) string {
+		t.Helper()
+		s, err := CursorCatchingUp(ctxb, f.s.pool, within)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	t.Run("no cursor yet", func(t *testing.T) {
+		if s := got(time.Minute); s != "" {
+			t.Fatalf("no cursor: %q", s)
+		}
+	})
+	if _, err := f.s.ApplyPage(ctxb, f.l, f.run, f.src.Page(0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a page short of the boundary", func(t *testing.T) {
+		if s := got(time.Minute); s != "s" {
+			t.Fatalf("catching up: %q", s)
+		}
+	})
+	t.Run("not moved within the window", func(t *testing.T) {
+		mustExec(t, f.s, `UPDATE projection_catchup_cursor SET updated_at = clock_timestamp() - interval '3 minutes'`)
+		if s := got(2 * time.Minute); s != "" {
+			t.Fatalf("stale cursor counted: %q", s)
+		}
+		if s := got(5 * time.Minute); s != "s" {
+			t.Fatalf("within 5 minutes: %q", s)
+		}
+	})
+	t.Run("current", func(t *testing.T) {
+		catchUp(t, f.s, f.l, f.run, f.src, 100)
+		if s := got(time.Minute); s != "" {
+			t.Fatalf("current cursor counted: %q", s)
+		}
+	})
+}
