@@ -119,6 +119,9 @@ type reconScope struct {
 	// repaired is set after a successful apply or rollback.
 	repaired bool
 	done     bool
+	// waiting is set when a scheduled dry run waits for a catch-up
+	// (waitForCatchUps): the status message; nothing ran.
+	waiting string
 	// unconfirmed is set when confirmLive found the cached object is not
 	// the API server's current one: nothing was done, nothing is written.
 	unconfirmed liveVerdict
@@ -128,7 +131,7 @@ type reconScope struct {
 // privilege"); it never writes its own object, only its status.
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionreconciliations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionreconciliations/status,verbs=update
-// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;patch
+// +kubebuilder:rbac:groups=recovery.projection.io,resources=projectionrecoveries,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -148,7 +151,7 @@ func (r *ProjectionReconciliationReconciler) Reconcile(ctx context.Context, req 
 	s := &reconScope{obj: obj, now: r.Clock.Now()}
 	s.decision = decideReconciliation(&obj.Spec, &obj.Status, obj.Generation, s.now)
 	before := obj.DeepCopy()
-	for _, p := range []func(context.Context, *reconScope) error{r.confirmLive, r.resolveRecovery, r.bind, r.resolveSecrets, r.act} {
+	for _, p := range []func(context.Context, *reconScope) error{r.confirmLive, r.resolveRecovery, r.bind, r.resolveSecrets, r.waitForCatchUps, r.act} {
 		if err := p(ctx, s); err != nil {
 			return ctrl.Result{}, err // not evaluated: status untouched, rate-limited retry
 		}
@@ -181,6 +184,9 @@ func (r *ProjectionReconciliationReconciler) Reconcile(ctx context.Context, req 
 	log.V(1).Info("reconciliation reconciled", "action", string(s.decision.action), "why", s.decision.why, "runState", string(obj.Status.RunState))
 	if s.stallReason != "" {
 		return ctrl.Result{RequeueAfter: reconRetry}, nil // the next periodic check picks an operator's fix up
+	}
+	if s.waiting != "" {
+		return ctrl.Result{RequeueAfter: s.decision.requeueAfter}, nil // still due: deciding again would not wait
 	}
 	// The next decision (a schedule, a retry) is computed on the status just written.
 	next := decideReconciliation(&obj.Spec, &obj.Status, obj.Generation, r.Clock.Now())
@@ -310,6 +316,9 @@ func (r *ProjectionReconciliationReconciler) SetupWithManager(mgr ctrl.Manager) 
 		For(&recoveryv1.ProjectionReconciliation{}, builder.WithPredicates(
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Named("projectionreconciliation")
+	// A scheduled dry run waiting for its recovery's catch-up starts when it ends.
+	obj, h, p := r.waitWatch()
+	b = b.Watches(obj, h, builder.WithPredicates(p))
 	opts := controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}
 	if qc := r.QueueClock; qc != nil {
 		opts.NewQueue = func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {

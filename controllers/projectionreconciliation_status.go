@@ -56,7 +56,9 @@ const (
 func (r *ProjectionReconciliationReconciler) computeStatus(s *reconScope) {
 	obj := s.obj
 	st := &obj.Status
-	st.ObservedGeneration = obj.Generation
+	if s.waiting == "" {
+		st.ObservedGeneration = obj.Generation // a wait evaluated nothing of the spec
+	}
 	if o := st.Outcome; o != nil {
 		o.Message = truncate(s.redact(o.Message))
 	}
@@ -68,6 +70,9 @@ func (r *ProjectionReconciliationReconciler) computeStatus(s *reconScope) {
 		}
 	}
 	set := reconConditions(&obj.Spec, st, s.stallReason, s.stallMessage)
+	if s.waiting != "" && s.stallReason == "" {
+		set = conditionSet{metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, ReasonWaitingForCatchUp, s.waiting}
+	}
 	if set.reason == ReasonRunFailed && s.runError != "" {
 		set.message = "the last dry run failed; retrying: " + s.runError
 	}
