@@ -92,7 +92,9 @@ func TestEnvtest_ScheduledDryRunWaitsForCatchUps(t *testing.T) {
 	if _, err := f.pool.Exec(bg, `INSERT INTO projection_catchup_cursor (scope, state) VALUES ($1, 'CATCHING_UP')`, other); err != nil {
 		t.Fatal(err)
 	}
-	setSpec(t, ns, name, func(s *recoveryv1.ProjectionReconciliationSpec) { s.StaleAfter = &metav1.Duration{Duration: 7 * time.Minute} })
+	setSpec(t, ns, name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+		s.StaleAfter = &metav1.Duration{Duration: 7 * time.Minute}
+	})
 	waitRecon(t, ns, name, "the edited schedule waiting for the other scope", waitingFor("scope "+other+" of the same database"))
 	if _, err := f.pool.Exec(bg, `UPDATE projection_catchup_cursor SET state = 'CURRENT', updated_at = clock_timestamp() WHERE scope = $1`, other); err != nil {
 		t.Fatal(err)
@@ -103,7 +105,9 @@ func TestEnvtest_ScheduledDryRunWaitsForCatchUps(t *testing.T) {
 	if _, err := f.pool.Exec(bg, `UPDATE projection_catchup_cursor SET state = 'CATCHING_UP', updated_at = clock_timestamp() WHERE scope = $1`, other); err != nil {
 		t.Fatal(err)
 	}
-	setSpec(t, ns, name, func(s *recoveryv1.ProjectionReconciliationSpec) { s.StaleAfter = &metav1.Duration{Duration: 8 * time.Minute} })
+	setSpec(t, ns, name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+		s.StaleAfter = &metav1.Duration{Duration: 8 * time.Minute}
+	})
 	waitRecon(t, ns, name, "waiting again", waitingFor(other))
 	reconClock.shift(recon.ScheduledWaitLimit + 2*time.Minute)
 	defer reconClock.shift(0)
