@@ -57,6 +57,9 @@ func printPhase(pr phaseResult) {
 	if pr.why != "" {
 		why = " (" + pr.why + ")"
 	}
+	if pr.named != "" {
+		why += ", the query named " + pr.named
+	}
 	fmt.Printf("beside: phase %-14s load %s: %5.1f s, catch-up %5.1f s, live p99 %6.1f ms over %d writes during it, %6.1f ms over %d after; "+
 		"dry runs %d done + %d cut, waited %s%s; paced pages %d before its end + %d after: busy %s slept %s (estimated run %s); pages refused %d\n",
 		pr.name, pr.loadavg, pr.took.Seconds(), pr.catchUp.Seconds(), ms(pct(pr.live, 99)), len(pr.live), ms(pct(pr.tail, 99)), len(pr.tail),
@@ -98,7 +101,7 @@ func pct(l []time.Duration, p int) time.Duration {
 func BenchmarkLiveBesideDryRuns(b *testing.B) {
 	for range b.N {
 		rounds, share := besideRounds(), besideShare()
-		r := liveBesideDryRuns(b, benchEvents(), rounds, share, besideTail(), true)
+		r := liveBesideDryRuns(b, besideOpts{events: benchEvents(), rounds: rounds, share: share, tail: besideTail(), all: true})
 		alone := pool(r.alone)
 		ratio := func(num, den time.Duration, unit string) {
 			if num > 0 && den > 0 {
@@ -161,15 +164,16 @@ func BenchmarkLiveBesideDryRuns(b *testing.B) {
 }
 
 // TestLiveBesideDryRuns_Small is the benchmark at a size make test affords
-// (one round, a tail of 4 s, no every-10-s phase): it asserts only what
-// does not depend on the machine's speed. The scheduled run was held until
+// (one round, a tail of 3 s and until the deferred run ended, no paced
+// control, snapshot or every-10-s phase): it asserts only what does not
+// depend on the machine's speed. The scheduled run was held until
 // the catch-up's end (no paced page before it) and then ran (paced pages
 // in the tail); the unwaited one read during the catch-up, so the first
 // assertion can fail; dry runs ran beside the catch-up and no page of it
 // was refused (the rehearsal a dry run used to make took the worker's lease
 // over).
 func TestLiveBesideDryRuns_Small(t *testing.T) {
-	r := liveBesideDryRuns(t, 40_000, 1, 0.5, 4*time.Second, false)
+	r := liveBesideDryRuns(t, besideOpts{events: 40_000, rounds: 1, share: 0.5, tail: 3 * time.Second, untilRan: true})
 	if r.backToBack.dryRuns == 0 || len(r.backToBack.live) == 0 || len(r.alone[0].live) == 0 || len(r.scheduled[0].live) == 0 || len(r.scheduled[0].tail) == 0 {
 		t.Fatalf("dry runs %d, live writes %d, %d (+%d after) and %d", r.backToBack.dryRuns, len(r.alone[0].live), len(r.scheduled[0].live), len(r.scheduled[0].tail), len(r.backToBack.live))
 	}

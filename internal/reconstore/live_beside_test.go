@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,6 +48,8 @@ const (
 	besideEvery10  = 10 * time.Second
 	besideSchedule = time.Minute
 	besideRecheck  = time.Second
+	// besideTailBound bounds a tail that waits for a deferred run's end.
+	besideTailBound = 2 * time.Minute
 )
 
 // besideRounds is how many rounds of phases the benchmark interleaves
@@ -96,8 +99,11 @@ type dryRuns struct {
 	// catching up, or a catch-up of its database is under way.
 	wait bool
 	// tail keeps the live projector and the dry runs going this long after
-	// the catch-up reaches CURRENT; 0: the phase ends with it.
-	tail time.Duration
+	// the catch-up reaches CURRENT; 0: the phase ends with it. With
+	// untilRan the tail also lasts until a run that started after that end
+	// completed (at most besideTailBound).
+	tail     time.Duration
+	untilRan bool
 	// snapshot runs no dry run but holds what a run holds throughout: a
 	// read-only REPEATABLE READ snapshot of the scope's database, taken
 	// at the phase's start, so its cost can be told from the run's work.
@@ -119,6 +125,7 @@ type phaseResult struct {
 	pagesBefore, pagesAfter int
 	waited                  time.Duration // held by the rule, over all its runs
 	why                     string        // the rule's first reason to hold a run
+	named                   string        // the first scope CatchUpUnderWay named ("" none)
 	refused                 []string
 	took, catchUp           time.Duration // the phase; its catch-up, from the live feed's start
 	loadavg                 string
@@ -154,30 +161,30 @@ func (r besideResult) refused() (n int) {
 	return n
 }
 
-// liveBesideDryRuns (docs/performance.md): a scope of about events events
+// liveBesideDryRuns (docs/performance.md): a scope of about o.events events
 // catching up from genesis (pages of the contract's maximum, under its
 // worker's lease) while its live projector, a process of its own as the
 // trade-processor is (driveLiveProcess), writes at besideRate, each phase
 // in a fresh world with the same log: rounds of (1) no dry run, (2) the
 // goal's schedule as the product runs it, a dry run of that scope paced at
-// share of one CPU every besideSchedule from the end of the last, each
+// o.share of one CPU every besideSchedule from the end of the last, each
 // held by recon.ScheduledWait (so the first waits for the catch-up's end),
 // (3) the same schedule not held ("unwaited", the rule's absence), and,
-// with all, (4) the paced control: the schedule's dry runs of a caught-up
+// with o.all, (4) the paced control: the schedule's dry runs of a caught-up
 // scope in another database (the rule lets them run: the machine's share),
 // and (5) no dry run but its snapshot held (holdSnapshot); then (6) unpaced
-// dry runs of it back to back, (7) one every besideEvery10, and (8) the
+// dry runs of it back to back, (7, with o.all) one every besideEvery10, and (8) the
 // control, back to back of a scope in another database. Phases 1, 2 and 4
-// go on for tail after the catch-up reaches CURRENT, the others end with
+// go on for o.tail after the catch-up reaches CURRENT, the others end with
 // it. Each live write's latency runs from its scheduled arrival to its
 // commit, and counts in the tail when it arrived after the catch-up
 // reached CURRENT. A dry run still running when the phase ends is
 // cancelled (counted cut). A page refused during the catch-up (a dry run
 // that took the lease over, as its rehearsal once did) is what would make
 // the recovery RETRYING.
-func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, tail time.Duration, all bool) besideResult {
+func liveBesideDryRuns(tb testing.TB, o besideOpts) besideResult {
 	var r besideResult
-	commands := int(float64(events)/eventsPerCommand) + 1
+	commands := int(float64(o.events)/eventsPerCommand) + 1
 	phase := func(name string, d dryRuns, of *world) phaseResult {
 		pr := phaseResult{name: name, loadavg: loadavg()}
 		w := newWorld(tb, "beside-"+name, commands, worldOpts{accounts: 50, memberProcess: true})
@@ -196,6 +203,8 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, tail ti
 		start := time.Now()
 		var t0, caughtUp time.Time // the live feed's first arrival; the catch-up's CURRENT
 		var current atomic.Bool    // the phase's catch-up reached CURRENT
+		ranAfter := make(chan struct{})
+		var ranOnce sync.Once
 		during := func(_ context.Context, at time.Time) {
 			t0 = at
 			if d.snapshot {
@@ -207,12 +216,19 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, tail ti
 			go func() {
 				defer close(done)
 				if d.on {
-					dryRunLoop(ctx, tb, wf, of.scope, d, of == w, &current, &pr)
+					dryRunLoop(ctx, tb, wf, of.scope, d, of == w, &current, &pr, func() { ranOnce.Do(func() { close(ranAfter) }) })
 				}
 			}()
 			pr.refused = catchUpUnderLease(tb, w, &current)
 			caughtUp = time.Now()
 			time.Sleep(d.tail)
+			if d.untilRan {
+				select {
+				case <-ranAfter:
+				case <-done:
+				case <-time.After(besideTailBound):
+				}
+			}
 			stop()
 			<-done
 		}
@@ -226,25 +242,25 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, tail ti
 		}
 		return pr
 	}
-	scheduled := dryRuns{on: true, every: besideSchedule, fromEnd: true, pace: recon.Pace{Share: share}, wait: true, tail: tail}
+	scheduled := dryRuns{on: true, every: besideSchedule, fromEnd: true, pace: recon.Pace{Share: o.share}, wait: true, tail: o.tail, untilRan: o.untilRan}
 	unwaited := scheduled
-	unwaited.wait, unwaited.tail = false, 0
+	unwaited.wait, unwaited.tail, unwaited.untilRan = false, 0, false
 	var pacedOther *world
-	if all {
+	if o.all {
 		pacedOther = newWorld(tb, "beside-other-paced", commands, worldOpts{catchUp: true, accounts: 50, memberProcess: true})
 		warmMember(tb, pacedOther)
 	}
-	for i := range rounds {
-		r.alone = append(r.alone, phase(fmt.Sprintf("alone-%d", i+1), dryRuns{tail: tail}, nil))
+	for i := range o.rounds {
+		r.alone = append(r.alone, phase(fmt.Sprintf("alone-%d", i+1), dryRuns{tail: o.tail}, nil))
 		r.scheduled = append(r.scheduled, phase(fmt.Sprintf("scheduled-%d", i+1), scheduled, nil))
 		r.unwaited = append(r.unwaited, phase(fmt.Sprintf("unwaited-%d", i+1), unwaited, nil))
-		if all {
+		if o.all {
 			r.pacedControl = append(r.pacedControl, phase(fmt.Sprintf("paced-ctl-%d", i+1), scheduled, pacedOther))
 			r.snapshot = append(r.snapshot, phase(fmt.Sprintf("snapshot-%d", i+1), dryRuns{snapshot: true}, nil))
 		}
 	}
 	r.backToBack = phase("back-to-back", dryRuns{on: true}, nil)
-	if all {
+	if o.all {
 		r.every10s = phase("every-10s", dryRuns{on: true, every: besideEvery10}, nil)
 	}
 	// The control: the same dry runs of a scope in another database of the
@@ -255,14 +271,26 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, tail ti
 	return r
 }
 
+// besideOpts sizes liveBesideDryRuns: about events events per catch-up,
+// rounds of the interleaved phases at share of one CPU, each with a tail
+// (untilRan: and until the deferred run ended, as a test needs), and with
+// all the paced control, snapshot and every-10-s phases.
+type besideOpts struct {
+	events, rounds int
+	share          float64
+	tail           time.Duration
+	untilRan, all  bool
+}
+
 // dryRunLoop runs d's dry runs of scope until ctx ends, into pr. With
 // d.wait each run, the first included, is held while recon.ScheduledWait
 // says so, asked every besideRecheck: own is whether the run's scope is
 // the one catching up (until current), the other catch-ups are the real
 // query (Runner.CatchUpUnderWay), and a run falls due at the loop's start,
 // then d.every past the end of the last. A run's paced pages count before
-// the catch-up's end unless it started after it.
-func dryRunLoop(ctx context.Context, tb testing.TB, wf *Runner, scope string, d dryRuns, own bool, current *atomic.Bool, pr *phaseResult) {
+// the catch-up's end unless it started after it; ranAfter is called when
+// such a run completes.
+func dryRunLoop(ctx context.Context, tb testing.TB, wf *Runner, scope string, d dryRuns, own bool, current *atomic.Bool, pr *phaseResult, ranAfter func()) {
 	due := time.Now()
 	for ctx.Err() == nil {
 		if d.wait && !holdScheduled(ctx, tb, wf, due, func() bool { return own && !current.Load() }, pr) {
@@ -297,6 +325,9 @@ func dryRunLoop(ctx context.Context, tb testing.TB, wf *Runner, scope string, d 
 		if pr.dryRuns++; pr.dryRuns == 1 {
 			pr.firstRun = time.Since(began)
 		}
+		if after {
+			ranAfter()
+		}
 		from := began
 		if d.fromEnd {
 			from = time.Now()
@@ -323,6 +354,9 @@ func holdScheduled(ctx context.Context, tb testing.TB, wf *Runner, due time.Time
 				tb.Errorf("scheduled run: %v", err)
 			}
 			return false
+		}
+		if pr.named == "" {
+			pr.named = other
 		}
 		wait, why := recon.ScheduledWait(catchingUp(), other, due, time.Now())
 		if !wait {
