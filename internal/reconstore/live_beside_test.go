@@ -20,10 +20,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,21 +40,41 @@ import (
 // besideEvery10 spaces the every-10-s phase's dry runs (start to start: six
 // times a schedule's shortest interval); besideSchedule is that interval,
 // counted as the controller does from the end of the last run (LastRunAt).
+// besideRecheck is how often a waiting scheduled run asks the rule again:
+// it stands for the controller's watch of its own recovery, which wakes it
+// when that recovery reaches CURRENT.
 const (
 	besideRate     = 2000
 	besideEvery10  = 10 * time.Second
 	besideSchedule = time.Minute
-	besideGate     = 2 * time.Second
+	besideRecheck  = time.Second
+	// besideTailBound bounds a tail that waits for a deferred run's end.
+	besideTailBound = 2 * time.Minute
 )
 
-// besideRounds is how many alone / scheduled pairs the benchmark
-// interleaves (PROJECTION_BENCH_BESIDE_ROUNDS, default 2), so that the
-// machine's noise (other work on its cores) falls on both sides.
+// besideRounds is how many rounds of phases the benchmark interleaves
+// (PROJECTION_BENCH_BESIDE_ROUNDS, default 2), so that the machine's noise
+// (other work on its cores) falls on every kind of phase.
 func besideRounds() int {
 	if n, err := strconv.Atoi(os.Getenv("PROJECTION_BENCH_BESIDE_ROUNDS")); err == nil && n > 0 {
 		return n
 	}
 	return 2
+}
+
+// besideTail is how long the alone, scheduled and paced-control phases go
+// on after the catch-up reaches CURRENT (PROJECTION_BENCH_BESIDE_TAIL, a
+// duration or seconds, default 30 s): the deferred scheduled run then works
+// beside the live projector alone.
+func besideTail() time.Duration {
+	v := os.Getenv("PROJECTION_BENCH_BESIDE_TAIL")
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return d
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	return 30 * time.Second
 }
 
 // besideShare is the scheduled dry runs' share of one CPU
@@ -75,129 +94,64 @@ type dryRuns struct {
 	every   time.Duration
 	fromEnd bool
 	pace    recon.Pace
-	// gate > 0 suspends the dry runs every other gate (gatedPace): the
-	// phase's live writes are then split by whether a paced run was
-	// working or suspended when they arrived.
-	gate time.Duration
+	// wait holds each run, the first included, while recon.ScheduledWait
+	// says so, as the controller holds a scheduled one: its scope is
+	// catching up, or a catch-up of its database is under way.
+	wait bool
+	// tail keeps the live projector and the dry runs going this long after
+	// the catch-up reaches CURRENT; 0: the phase ends with it. With
+	// untilRan the tail also lasts until a run that started after that end
+	// completed (at most besideTailBound).
+	tail     time.Duration
+	untilRan bool
 	// snapshot runs no dry run but holds what a run holds throughout: a
 	// read-only REPEATABLE READ snapshot of the scope's database, taken
 	// at the phase's start, so its cost can be told from the run's work.
 	snapshot bool
 }
 
-// gatedPace is a Pace whose run is suspended while the gate is closed: its
-// next yield waits for the gate to open, and the time it waited is hidden
-// from the pacer's clock, so when the gate opens the run resumes at its
-// share (not in a burst paying back the time it was stopped). It lets one
-// catch-up interleave "a paced dry run working" with "none" every gate,
-// finer than any phase, so the machine's noise falls on both alike.
-type gatedPace struct {
-	mu     sync.Mutex
-	open   bool
-	opened chan struct{} // closed when the gate opens
-	hidden time.Duration // time spent waiting at the gate
-}
-
-func newGatedPace() *gatedPace { return &gatedPace{open: true, opened: make(chan struct{})} }
-
-func (g *gatedPace) set(open bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	switch {
-	case open && !g.open:
-		close(g.opened)
-	case !open && g.open:
-		g.opened = make(chan struct{})
-	}
-	g.open = open
-}
-
-func (g *gatedPace) now() time.Time {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return time.Now().Add(-g.hidden)
-}
-
-func (g *gatedPace) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-	}
-	g.mu.Lock()
-	open, opened := g.open, g.opened
-	g.mu.Unlock()
-	if open {
-		return nil
-	}
-	start := time.Now()
-	select {
-	case <-ctx.Done():
-	case <-opened:
-	}
-	g.mu.Lock()
-	g.hidden += time.Since(start)
-	g.mu.Unlock()
-	return ctx.Err()
-}
-
-// phaseResult is one phase: its live write latencies, its dry runs
-// (completed, and cut by the phase's end), what pacing did over them,
+// phaseResult is one phase: its live write latencies split by arrival
+// (during the catch-up, and in the tail after it reached CURRENT), its dry
+// runs (completed, and cut by the phase's end), what pacing did over them,
 // the catch-up's refused pages and the load average at its start.
 type phaseResult struct {
-	name     string
-	live     []time.Duration
-	dryRuns  int
-	cut      int
-	paced    recon.PaceStats // summed over its dry runs
-	refused  []string
-	took     time.Duration
-	loadavg  string
-	firstRun time.Duration // the first dry run's duration (0: none completed)
-	estRun   time.Duration // a paced dry run's last estimate of its whole duration
-	// gated: the live writes that arrived while the paced run worked (on)
-	// and while it was suspended (off), past gateSettle into the window.
-	on, off []time.Duration
+	name       string
+	live, tail []time.Duration
+	dryRuns    int
+	cut        int
+	paced      recon.PaceStats // summed over its dry runs
+	// pagesBefore and pagesAfter are the paced pages of the runs that
+	// started before the catch-up reached CURRENT and of those after.
+	pagesBefore, pagesAfter int
+	waited                  time.Duration // held by the rule, over all its runs
+	why                     string        // the rule's first reason to hold a run
+	named                   string        // the first scope CatchUpUnderWay named ("" none)
+	refused                 []string
+	took, catchUp           time.Duration // the phase; its catch-up, from the live feed's start
+	loadavg                 string
+	firstRun                time.Duration // the first dry run's duration (0: none completed)
+	estRun                  time.Duration // a paced dry run's last estimate of its whole duration
 }
-
-// gateSettle is how far into a gate window a live write must arrive to be
-// counted in it: the queue the other window left behind has drained.
-const gateSettle = 250 * time.Millisecond
 
 // besideResult is one run of liveBesideDryRuns.
 type besideResult struct {
-	alone, scheduled     []phaseResult // interleaved rounds
-	gated                []phaseResult // each round's third phase: the paced run suspended every other besideGate
-	backToBack, every10s phaseResult
-	control              phaseResult   // back to back, dry runs of another database's scope
-	pacedControl         []phaseResult // the scheduled phase's dry runs, of another database's scope
-	snapshot             []phaseResult // no dry run, its snapshot held throughout
+	alone, scheduled, unwaited []phaseResult // interleaved rounds
+	pacedControl               []phaseResult // the schedule, dry runs of another database's scope
+	snapshot                   []phaseResult // no dry run, its snapshot held throughout
+	backToBack, every10s       phaseResult
+	control                    phaseResult // back to back, dry runs of another database
 }
 
 func (r besideResult) phases() []phaseResult {
 	var out []phaseResult
 	for i := range r.alone {
-		out = append(out, r.alone[i])
-		if i < len(r.scheduled) {
-			out = append(out, r.scheduled[i])
-		}
-		if i < len(r.gated) {
-			out = append(out, r.gated[i])
+		for _, ps := range [][]phaseResult{r.alone, r.scheduled, r.unwaited, r.pacedControl, r.snapshot} {
+			if i < len(ps) {
+				out = append(out, ps[i])
+			}
 		}
 	}
-	out = append(out, r.pacedControl...)
-	out = append(out, r.snapshot...)
 	return append(out, r.backToBack, r.every10s, r.control)
-}
-
-func pooled(ps []phaseResult) []time.Duration {
-	var out []time.Duration
-	for _, p := range ps {
-		out = append(out, p.live...)
-	}
-	return out
 }
 
 func (r besideResult) refused() (n int) {
@@ -207,27 +161,30 @@ func (r besideResult) refused() (n int) {
 	return n
 }
 
-// liveBesideDryRuns (docs/performance.md): a scope of about events events
+// liveBesideDryRuns (docs/performance.md): a scope of about o.events events
 // catching up from genesis (pages of the contract's maximum, under its
 // worker's lease) while its live projector, a process of its own as the
 // trade-processor is (driveLiveProcess), writes at besideRate, each phase
 // in a fresh world with the same log: rounds of (1) no dry run, (2) the
-// goal's schedule, a dry run of that scope paced at share of one CPU every
-// besideSchedule, (2b) the same suspended every other besideGate
-// (gatedPace: its live writes split by whether the paced run worked when
-// they arrived) and, with all, (2c) the paced control: the schedule's dry
-// runs of a scope in another database, and (2d) no dry run but its
-// snapshot held (holdSnapshot), interleaved; then (3) unpaced dry
-// runs of it back to back, (4) one every besideEvery10, and (5) the
-// control, back to back of a scope in another database. Each live write's
-// latency runs from its scheduled arrival to its commit. A dry run still
-// running when the catch-up ends is cancelled (counted cut), so every
-// phase lasts exactly its catch-up. A page refused during the catch-up (a
-// dry run that took the lease over, as its rehearsal once did) is what
-// would make the recovery RETRYING.
-func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all bool) besideResult {
+// goal's schedule as the product runs it, a dry run of that scope paced at
+// o.share of one CPU every besideSchedule from the end of the last, each
+// held by recon.ScheduledWait (so the first waits for the catch-up's end),
+// (3) the same schedule not held ("unwaited", the rule's absence), and,
+// with o.all, (4) the paced control: the schedule's dry runs of a caught-up
+// scope in another database (the rule lets them run: the machine's share),
+// and (5) no dry run but its snapshot held (holdSnapshot); then (6) unpaced
+// dry runs of it back to back, (7, with o.all) one every besideEvery10, and (8) the
+// control, back to back of a scope in another database. Phases 1, 2 and 4
+// go on for o.tail after the catch-up reaches CURRENT, the others end with
+// it. Each live write's latency runs from its scheduled arrival to its
+// commit, and counts in the tail when it arrived after the catch-up
+// reached CURRENT. A dry run still running when the phase ends is
+// cancelled (counted cut). A page refused during the catch-up (a dry run
+// that took the lease over, as its rehearsal once did) is what would make
+// the recovery RETRYING.
+func liveBesideDryRuns(tb testing.TB, o besideOpts) besideResult {
 	var r besideResult
-	commands := int(float64(events)/eventsPerCommand) + 1
+	commands := int(float64(o.events)/eventsPerCommand) + 1
 	phase := func(name string, d dryRuns, of *world) phaseResult {
 		pr := phaseResult{name: name, loadavg: loadavg()}
 		w := newWorld(tb, "beside-"+name, commands, worldOpts{accounts: 50, memberProcess: true})
@@ -244,29 +201,10 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 			tb.Fatal(err)
 		}
 		start := time.Now()
-		var toggles []time.Time // when the gate turned, from open
-		var t0 time.Time        // about the live feed's first arrival
-		if d.gate > 0 {
-			g := newGatedPace()
-			d.pace.Now, d.pace.Sleep = g.now, g.sleep
-			defer g.set(true)
-			gated := make(chan struct{})
-			defer close(gated)
-			go func(open bool) {
-				tick := time.NewTicker(d.gate)
-				defer tick.Stop()
-				for {
-					select {
-					case <-gated:
-						return
-					case at := <-tick.C:
-						open = !open
-						g.set(open)
-						toggles = append(toggles, at)
-					}
-				}
-			}(true)
-		}
+		var t0, caughtUp time.Time // the live feed's first arrival; the catch-up's CURRENT
+		var current atomic.Bool    // the phase's catch-up reached CURRENT
+		ranAfter := make(chan struct{})
+		var ranOnce sync.Once
 		during := func(_ context.Context, at time.Time) {
 			t0 = at
 			if d.snapshot {
@@ -277,82 +215,52 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				for d.on && ctx.Err() == nil {
-					began := time.Now()
-					// The run's deadline is the manager's default, as in the controller.
-					rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-					res, err := wf.DryRunWith(rctx, of.scope, recon.DryRunOptions{Pace: d.pace})
-					cancel()
-					if res != nil && res.DryRunResult != nil {
-						pr.paced.Busy += res.Pacing.Busy
-						pr.paced.Slept += res.Pacing.Slept
-						pr.paced.Pages += res.Pacing.Pages
-						if e := res.Pacing.EstimatedEnd; !e.IsZero() {
-							pr.estRun = e.Sub(began)
-						}
-					}
-					if ctx.Err() != nil {
-						pr.cut++
-						return
-					}
-					if err != nil {
-						tb.Errorf("dry run: %v", err)
-						return
-					}
-					if pr.dryRuns++; pr.dryRuns == 1 {
-						pr.firstRun = time.Since(began)
-					}
-					from := began
-					if d.fromEnd {
-						from = time.Now()
-					}
-					select {
-					case <-ctx.Done():
-					case <-time.After(time.Until(from.Add(d.every))):
-					}
+				if d.on {
+					dryRunLoop(ctx, tb, wf, of.scope, d, of == w, &current, &pr, func() { ranOnce.Do(func() { close(ranAfter) }) })
 				}
 			}()
-			pr.refused = catchUpUnderLease(tb, w)
+			pr.refused = catchUpUnderLease(tb, w, &current)
+			caughtUp = time.Now()
+			time.Sleep(d.tail)
+			if d.untilRan {
+				select {
+				case <-ranAfter:
+				case <-done:
+				case <-time.After(besideTailBound):
+				}
+			}
 			stop()
 			<-done
 		}
-		pr.live = driveLiveProcess(tb, w.db.Admin, w.scope, besideRate, during)
-		pr.took = time.Since(start)
-		if d.gate > 0 {
-			pr.on, pr.off = splitByGate(pr.live, t0, toggles, d.gate)
-		}
+		lat := driveLiveProcess(tb, w.db.Admin, w.scope, besideRate, during)
+		pr.took, pr.catchUp = time.Since(start), caughtUp.Sub(t0)
+		pr.live, pr.tail = splitAtArrival(lat, t0, caughtUp)
 		if _, ok := tb.(*testing.B); ok {
 			// Straight to stdout: go test keeps only the first ten lines of a
 			// benchmark's b.Log output, fewer than a run's phases.
-			if d.gate > 0 {
-				fmt.Printf("beside: phase %-14s writes while the paced run worked: p99 %6.1f ms over %d; while it was suspended: p99 %6.1f ms over %d\n",
-					name, ms(pct(pr.on, 99)), len(pr.on), ms(pct(pr.off, 99)), len(pr.off))
-			}
-			fmt.Printf("beside: phase %-14s load %s: %5.1f s, live p99 %6.1f ms over %d writes, dry runs %d done + %d cut, paced over %d pages: busy %s slept %s (estimated run %s), pages refused %d\n",
-				name, pr.loadavg, pr.took.Seconds(), ms(pct(pr.live, 99)), len(pr.live), pr.dryRuns, pr.cut, pr.paced.Pages,
-				pr.paced.Busy.Round(time.Millisecond), pr.paced.Slept.Round(time.Millisecond), pr.estRun.Round(time.Second), len(pr.refused))
+			printPhase(pr)
 		}
 		return pr
 	}
-	scheduled := dryRuns{on: true, every: besideSchedule, fromEnd: true, pace: recon.Pace{Share: share}}
-	gated := scheduled
-	gated.gate = besideGate
+	scheduled := dryRuns{on: true, every: besideSchedule, fromEnd: true, pace: recon.Pace{Share: o.share}, wait: true, tail: o.tail, untilRan: o.untilRan}
+	unwaited := scheduled
+	unwaited.wait, unwaited.tail, unwaited.untilRan = false, 0, false
 	var pacedOther *world
-	if all {
+	if o.all {
 		pacedOther = newWorld(tb, "beside-other-paced", commands, worldOpts{catchUp: true, accounts: 50, memberProcess: true})
 		warmMember(tb, pacedOther)
 	}
-	for i := range rounds {
-		r.alone = append(r.alone, phase(fmt.Sprintf("alone-%d", i+1), dryRuns{}, nil))
+	for i := range o.rounds {
+		r.alone = append(r.alone, phase(fmt.Sprintf("alone-%d", i+1), dryRuns{tail: o.tail}, nil))
 		r.scheduled = append(r.scheduled, phase(fmt.Sprintf("scheduled-%d", i+1), scheduled, nil))
-		r.gated = append(r.gated, phase(fmt.Sprintf("gated-%d", i+1), gated, nil))
-		if all {
+		r.unwaited = append(r.unwaited, phase(fmt.Sprintf("unwaited-%d", i+1), unwaited, nil))
+		if o.all {
 			r.pacedControl = append(r.pacedControl, phase(fmt.Sprintf("paced-ctl-%d", i+1), scheduled, pacedOther))
 			r.snapshot = append(r.snapshot, phase(fmt.Sprintf("snapshot-%d", i+1), dryRuns{snapshot: true}, nil))
 		}
 	}
 	r.backToBack = phase("back-to-back", dryRuns{on: true}, nil)
-	if all {
+	if o.all {
 		r.every10s = phase("every-10s", dryRuns{on: true, every: besideEvery10}, nil)
 	}
 	// The control: the same dry runs of a scope in another database of the
@@ -361,6 +269,119 @@ func liveBesideDryRuns(tb testing.TB, events, rounds int, share float64, all boo
 	warmMember(tb, other)
 	r.control = phase("control", dryRuns{on: true}, other)
 	return r
+}
+
+// besideOpts sizes liveBesideDryRuns: about events events per catch-up,
+// rounds of the interleaved phases at share of one CPU, each with a tail
+// (untilRan: and until the deferred run ended, as a test needs), and with
+// all the paced control, snapshot and every-10-s phases.
+type besideOpts struct {
+	events, rounds int
+	share          float64
+	tail           time.Duration
+	untilRan, all  bool
+}
+
+// dryRunLoop runs d's dry runs of scope until ctx ends, into pr. With
+// d.wait each run, the first included, is held while recon.ScheduledWait
+// says so, asked every besideRecheck: own is whether the run's scope is
+// the one catching up (until current), the other catch-ups are the real
+// query (Runner.CatchUpUnderWay), and a run falls due at the loop's start,
+// then d.every past the end of the last. A run's paced pages count before
+// the catch-up's end unless it started after it; ranAfter is called when
+// such a run completes.
+func dryRunLoop(ctx context.Context, tb testing.TB, wf *Runner, scope string, d dryRuns, own bool, current *atomic.Bool, pr *phaseResult, ranAfter func()) {
+	due := time.Now()
+	for ctx.Err() == nil {
+		if d.wait && !holdScheduled(ctx, tb, wf, due, func() bool { return own && !current.Load() }, pr) {
+			return
+		}
+		began, after := time.Now(), current.Load()
+		// The run's deadline is the manager's default, as in the controller.
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		res, err := wf.DryRunWith(rctx, scope, recon.DryRunOptions{Pace: d.pace})
+		cancel()
+		if res != nil && res.DryRunResult != nil {
+			pr.paced.Busy += res.Pacing.Busy
+			pr.paced.Slept += res.Pacing.Slept
+			pr.paced.Pages += res.Pacing.Pages
+			if after {
+				pr.pagesAfter += res.Pacing.Pages
+			} else {
+				pr.pagesBefore += res.Pacing.Pages
+			}
+			if e := res.Pacing.EstimatedEnd; !e.IsZero() {
+				pr.estRun = e.Sub(began)
+			}
+		}
+		if ctx.Err() != nil {
+			pr.cut++
+			return
+		}
+		if err != nil {
+			tb.Errorf("dry run: %v", err)
+			return
+		}
+		if pr.dryRuns++; pr.dryRuns == 1 {
+			pr.firstRun = time.Since(began)
+		}
+		if after {
+			ranAfter()
+		}
+		from := began
+		if d.fromEnd {
+			from = time.Now()
+		}
+		due = from.Add(d.every)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(due)):
+		}
+	}
+}
+
+// holdScheduled holds a scheduled run due since due while
+// recon.ScheduledWait says so, asking again every besideRecheck, and adds
+// the time held to pr.waited; false when ctx ended first (or the query
+// failed: the test is failed).
+func holdScheduled(ctx context.Context, tb testing.TB, wf *Runner, due time.Time, catchingUp func() bool, pr *phaseResult) bool {
+	start := time.Now()
+	defer func() { pr.waited += time.Since(start) }()
+	for {
+		other, err := wf.CatchUpUnderWay(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				tb.Errorf("scheduled run: %v", err)
+			}
+			return false
+		}
+		if pr.named == "" {
+			pr.named = other
+		}
+		wait, why := recon.ScheduledWait(catchingUp(), other, due, time.Now())
+		if !wait {
+			return true
+		}
+		if pr.why == "" {
+			pr.why = why
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(besideRecheck):
+		}
+	}
+}
+
+// splitAtArrival splits live latencies (in arrival order, besideRate from
+// t0: the i-th arrived at t0 + i/besideRate) by whether they arrived
+// before end (during) or from it on (after).
+func splitAtArrival(lat []time.Duration, t0, end time.Time) (during, after []time.Duration) {
+	n := 0
+	for n < len(lat) && t0.Add(time.Duration(n)*time.Second/besideRate).Before(end) {
+		n++
+	}
+	return lat[:n], lat[n:]
 }
 
 // holdSnapshot opens the read-only REPEATABLE READ transaction a dry run's
@@ -378,42 +399,6 @@ func holdSnapshot(tb testing.TB, w *world) (release func()) {
 	}
 	return func() { _ = tx.Rollback(ctxb) }
 }
-
-// splitByGate splits live latencies (in arrival order, besideRate from t0)
-// by the gate's window at their arrival: open (on) from t0 to the first
-// toggle, then alternating, each window counted from gateSettle past its
-// start; a write in a window's first gateSettle, or after the last toggle
-// plus gate, is in neither.
-func splitByGate(lat []time.Duration, t0 time.Time, toggles []time.Time, gate time.Duration) (on, off []time.Duration) {
-	starts := append([]time.Time{t0}, toggles...)
-	w := 0
-	for i, l := range lat {
-		due := t0.Add(time.Duration(i) * time.Second / besideRate)
-		for w+1 < len(starts) && !due.Before(starts[w+1]) {
-			w++
-		}
-		if due.Sub(starts[w]) < gateSettle || due.Sub(starts[w]) >= gate {
-			continue
-		}
-		if w%2 == 0 {
-			on = append(on, l)
-		} else {
-			off = append(off, l)
-		}
-	}
-	return on, off
-}
-
-// loadavg is /proc/loadavg's first three figures ("?" where it cannot be read).
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "?"
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // warmMember asks w's member for a first page before the phase: a fresh
 // member process replays its log to the boundary on its first request
@@ -433,8 +418,9 @@ func warmMember(tb testing.TB, w *world) {
 }
 
 // catchUpUnderLease is world.catchUp holding one lease throughout, as the
-// recovery worker does; a refused page is returned, not fatal.
-func catchUpUnderLease(tb testing.TB, w *world) (refused []string) {
+// recovery worker does; a refused page is returned, not fatal. current is
+// set once a page leaves the scope CURRENT, before it returns.
+func catchUpUnderLease(tb testing.TB, w *world, current *atomic.Bool) (refused []string) {
 	st := store.New(pgtest.Pool(tb, w.db.Recovery))
 	run, err := st.SelectedRun(ctxb, w.scope)
 	if err != nil {
@@ -458,133 +444,8 @@ func catchUpUnderLease(tb testing.TB, w *world) (refused []string) {
 			return append(refused, fmt.Sprintf("page after %d: %v", c.VerifiedThroughSeq, err))
 		}
 		if res.Current() {
+			current.Store(true)
 			return refused
-		}
-	}
-}
-
-func pct(l []time.Duration, p int) time.Duration {
-	if len(l) == 0 {
-		return 0
-	}
-	s := slices.Clone(l)
-	slices.Sort(s)
-	return s[(len(s)-1)*p/100]
-}
-
-// BenchmarkLiveBesideDryRuns: the live p99 of a catching-up scope with the
-// goal's schedule beside it (a dry run of the scope paced at the manager's
-// share, every minute) against the same catch-up without one, in
-// interleaved rounds (goal ≤ 1.10); unpaced dry runs back to back, every
-// 10 s, and of another database (the control); the catch-up's refused
-// pages (goal: none).
-//
-//	PROJECTION_BENCH_EVENTS=400000 go test -run '^$' -bench LiveBesideDryRuns -benchtime 1x ./internal/reconstore
-func BenchmarkLiveBesideDryRuns(b *testing.B) {
-	for range b.N {
-		rounds, share := besideRounds(), besideShare()
-		r := liveBesideDryRuns(b, benchEvents(), rounds, share, true)
-		alone, sched := pct(pooled(r.alone), 99), pct(pooled(r.scheduled), 99)
-		b.ReportMetric(ms(alone), "live_p99_ms")
-		b.ReportMetric(ms(sched), "live_scheduled_p99_ms")
-		b.ReportMetric(float64(sched)/float64(alone), "p99_scheduled/without")
-		for i := range r.scheduled {
-			a, s := pct(r.alone[i].live, 99), pct(r.scheduled[i].live, 99)
-			b.ReportMetric(ms(a), fmt.Sprintf("live_p99_ms(r%d)", i+1))
-			b.ReportMetric(ms(s), fmt.Sprintf("live_scheduled_p99_ms(r%d)", i+1))
-			b.ReportMetric(float64(s)/float64(a), fmt.Sprintf("p99_scheduled/without(r%d)", i+1))
-		}
-		var on, off []time.Duration
-		for _, g := range r.gated {
-			on, off = append(on, g.on...), append(off, g.off...)
-		}
-		b.ReportMetric(ms(pct(on, 99)), "live_gated_on_p99_ms")
-		b.ReportMetric(ms(pct(off, 99)), "live_gated_off_p99_ms")
-		b.ReportMetric(float64(pct(on, 99))/float64(pct(off, 99)), "p99_paced_working/suspended")
-		var sp recon.PaceStats
-		var done, cut int
-		var first, est time.Duration
-		for _, p := range r.scheduled {
-			sp.Busy, sp.Slept, done, cut = sp.Busy+p.paced.Busy, sp.Slept+p.paced.Slept, done+p.dryRuns, cut+p.cut
-			first, est = max(first, p.firstRun), max(est, p.estRun)
-		}
-		b.ReportMetric(share, "scheduled_share")
-		if sp.Busy+sp.Slept > 0 {
-			b.ReportMetric(float64(sp.Busy)/float64(sp.Busy+sp.Slept), "scheduled_busy_share")
-		}
-		b.ReportMetric(float64(done), "scheduled_dry_runs")
-		b.ReportMetric(float64(cut), "scheduled_dry_runs_cut")
-		b.ReportMetric(first.Seconds(), "scheduled_dry_run_s")
-		b.ReportMetric(est.Seconds(), "scheduled_dry_run_est_s")
-		if r.backToBack.dryRuns > 0 {
-			b.ReportMetric(r.backToBack.firstRun.Seconds(), "unpaced_dry_run_s")
-		}
-		with, ten, control := pct(r.backToBack.live, 99), pct(r.every10s.live, 99), pct(r.control.live, 99)
-		b.ReportMetric(ms(with), "live_dryruns_p99_ms")
-		b.ReportMetric(float64(with)/float64(alone), "p99_dryruns/without")
-		b.ReportMetric(ms(ten), "live_every10s_p99_ms")
-		b.ReportMetric(float64(ten)/float64(alone), "p99_every10s/without")
-		b.ReportMetric(ms(control), "live_control_p99_ms")
-		b.ReportMetric(float64(with)/float64(control), "p99_dryruns/control")
-		if sn := pct(pooled(r.snapshot), 99); sn > 0 {
-			b.ReportMetric(ms(sn), "live_snapshot_p99_ms")
-			b.ReportMetric(float64(sn)/float64(alone), "p99_snapshot/without")
-		}
-		if pc := pct(pooled(r.pacedControl), 99); pc > 0 {
-			b.ReportMetric(ms(pc), "live_paced_control_p99_ms")
-			b.ReportMetric(float64(pc)/float64(alone), "p99_paced_control/without")
-			b.ReportMetric(float64(sched)/float64(pc), "p99_scheduled/paced_control")
-		}
-		b.ReportMetric(float64(r.backToBack.dryRuns), "dry_runs")
-		b.ReportMetric(float64(r.refused()), "pages_refused")
-	}
-}
-
-// TestLiveBesideDryRuns_Small is the benchmark at a size make test affords
-// (one round, no every-10-s phase): it asserts only what does not depend
-// on the machine's speed. Dry runs ran beside the catch-up, the scheduled
-// one paced (it slept), and no page of it was refused (the rehearsal a dry
-// run used to make took the worker's lease over).
-func TestLiveBesideDryRuns_Small(t *testing.T) {
-	r := liveBesideDryRuns(t, 40_000, 1, 0.5, false)
-	if r.backToBack.dryRuns == 0 || len(r.backToBack.live) == 0 || len(r.alone[0].live) == 0 || len(r.scheduled[0].live) == 0 {
-		t.Fatalf("dry runs %d, live writes %d, %d and %d", r.backToBack.dryRuns, len(r.alone[0].live), len(r.scheduled[0].live), len(r.backToBack.live))
-	}
-	if s := r.scheduled[0]; s.dryRuns+s.cut == 0 || s.paced.Slept == 0 || s.paced.Pages == 0 {
-		t.Fatalf("the scheduled phase's dry run was not paced: %d done, %d cut, %+v", s.dryRuns, s.cut, s.paced)
-	}
-	if n := r.refused(); n > 0 {
-		t.Fatalf("the catch-up was refused beside the dry runs: %d pages", n)
-	}
-	t.Logf("live p99 %s alone, %s beside a paced scheduled dry run, %s with %d dry runs back to back",
-		pct(r.alone[0].live, 99), pct(r.scheduled[0].live, 99), pct(r.backToBack.live, 99), r.backToBack.dryRuns)
-}
-
-// splitByGate attributes each live write to the gate window of its arrival
-// (open first, then alternating), leaving out a window's first gateSettle.
-func TestSplitByGate(t *testing.T) {
-	t0 := time.Unix(1_700_000_000, 0)
-	gate := time.Second
-	lat := make([]time.Duration, 3*besideRate+10) // 3 s of arrivals and a few past the last window
-	for i := range lat {
-		lat[i] = time.Duration(i)
-	}
-	on, off := splitByGate(lat, t0, []time.Time{t0.Add(gate), t0.Add(2 * gate)}, gate)
-	per := int((gate - gateSettle) * besideRate / time.Second)
-	if len(on) != 2*per || len(off) != per {
-		t.Fatalf("on %d, off %d writes, want %d and %d", len(on), len(off), 2*per, per)
-	}
-	settle := time.Duration(int(gateSettle * besideRate / time.Second))
-	for _, c := range []struct {
-		name      string
-		got, want time.Duration
-	}{
-		{"first on", on[0], settle},
-		{"first off", off[0], time.Duration(besideRate) + settle},
-		{"first on after off", on[per], time.Duration(2*besideRate) + settle},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: write %d, want %d", c.name, c.got, c.want)
 		}
 	}
 }
