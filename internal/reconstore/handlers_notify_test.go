@@ -132,8 +132,13 @@ func TestHandlers_RepairPublishesChangedPositions(t *testing.T) {
 			if _, err := pub.Flush(ctxb); err != nil {
 				t.Fatal(err)
 			}
-			for len(ch) > 0 {
-				<-ch
+			// Delivered asynchronously: drained until none comes for a while.
+			for quiet := false; !quiet; {
+				select {
+				case <-ch:
+				case <-time.After(300 * time.Millisecond):
+					quiet = true
+				}
 			}
 			a := actionOf(t, f.plan(t), tc.kind, tc.find)
 			hd := f.h.Registry()[a.Kind]
