@@ -25,6 +25,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
 	"github.com/projection-recovery/projection-recovery/internal/chain"
@@ -61,14 +62,18 @@ const (
 	tradesByIDSQL       = store.TradesByIDSQL
 	orderEventsByKeySQL = store.OrderEventsByKeySQL
 	ordersByIDSQL       = store.OrdersByIDSQL
+
+	closeHistorySQL = store.HistoryCloseSQL
 )
 
 var _ recon.HistoryProvider = (*Provider)(nil)
 
 // Open reads the scope's small tables and opens its history for streaming
 // detection (recon.DetectHistory): one read-only REPEATABLE READ
-// transaction holds the history's cursors, and the source is paged as the
-// detection asks for it. release ends the transaction; it must be called.
+// transaction holds the history's cursors (a paced read ends it before its
+// first page and keeps the cursors: releaseSnapshot), and the source is
+// paged as the detection asks for it. release ends the read; it must be
+// called.
 // The read's cap and deadline apply to the whole detection: past either,
 // the history fails with recon.ErrSnapshotTooLarge.
 //
@@ -86,18 +91,22 @@ func (p *Provider) Open(ctx context.Context, scope string) (*recon.Snapshot, rec
 		cancel()
 		return nil, nil, nil, fmt.Errorf("reconstore: open scope %s: %s: %w", scope, what, lim.overdue(ctx, dctx, err))
 	}
-	tx, err := p.Pool.BeginTx(dctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	conn, err := p.Pool.Acquire(dctx)
 	if err != nil {
+		return fail("acquire a connection", err)
+	}
+	tx, err := conn.BeginTx(dctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		conn.Release()
 		return fail("begin read-only transaction", err)
 	}
-	h.tx = tx
+	h.conn, h.tx, h.q = conn, tx, tx
 	release := func() {
 		// A fill still running (detection stopped mid-stream) ends with the
 		// read's context; the transaction is ended after it, never beside it.
 		cancel()
 		_ = h.waitFill()
-		// Nothing to commit: ending a read-only transaction either way is the same.
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		h.finish(context.WithoutCancel(ctx))
 		logr.FromContextOrDiscard(ctx).V(1).Info("reconciliation history", "scope", scope, "boundary", h.end.Boundary,
 			"sourceEvents", h.count, "pages", h.pages, "trades", h.counts.Trades, "orderEvents", h.counts.OrderEvents,
 			"took", time.Since(h.start).String())
@@ -156,7 +165,9 @@ type history struct {
 	p           *Provider
 	lim         readLimits
 	parent, ctx context.Context
+	conn        *pgxpool.Conn
 	tx          pgx.Tx
+	q           store.Querier // tx; conn once the snapshot is released (held)
 	scope       string
 	start       time.Time
 	counts      recon.HistoryCounts
@@ -186,6 +197,10 @@ type history struct {
 	// serial: no reading ahead, neither the next page nor the cursors'
 	// next batches (ReadSerially, a paced detection).
 	serial bool
+	// held: the transaction was committed before the first page
+	// (releaseSnapshot): the cursors read what PostgreSQL kept of its
+	// snapshot, and statements run on conn, each in its own.
+	held bool
 }
 
 var _ recon.SerialHistory = (*history)(nil)
@@ -198,6 +213,42 @@ var _ recon.SerialHistory = (*history)(nil)
 func (h *history) ReadSerially() {
 	h.serial = true
 	h.lim.page = min(h.lim.page, pacedPageEvents)
+}
+
+// releaseSnapshot commits a paced read's transaction before its first
+// page. A paced run lasts minutes, and a snapshot held that long keeps
+// every row version the catch-up and the live feed leave in the database
+// from being pruned: their writes slow down for as long (docs:
+// performance.md, "A paced run holds no snapshot"). The history cursors
+// are WITH HOLD: at COMMIT PostgreSQL keeps their rows as of the snapshot,
+// so the stream, the small tables, the counts and the current orders stay
+// one snapshot. Only the lookups of rows re-sequenced ahead of the stream
+// (drift) then read the database as it is.
+func (h *history) releaseSnapshot() error {
+	if err := h.waitFill(); err != nil {
+		return err
+	}
+	if err := h.tx.Commit(h.ctx); err != nil {
+		return fmt.Errorf("keep the history cursors and end the snapshot: %w", err)
+	}
+	h.q, h.held = h.conn, true
+	return nil
+}
+
+// finish ends the read: the transaction rolled back, or the held cursors
+// closed, before the connection goes back to the pool (a held cursor
+// outlives its transaction: the next reader of the connection would find
+// its name taken). A connection that cannot close them is destroyed.
+func (h *history) finish(ctx context.Context) {
+	defer h.conn.Release()
+	if !h.held {
+		// Nothing to commit: ending a read-only transaction either way is the same.
+		_ = h.tx.Rollback(ctx)
+		return
+	}
+	if _, err := h.conn.Exec(ctx, closeHistorySQL); err != nil {
+		_ = h.conn.Conn().Close(ctx)
+	}
 }
 
 // pacedPageEvents is a paced read's page size: about ten milliseconds of
@@ -269,13 +320,13 @@ func (h *history) startFill() {
 	go func(ch chan<- error) {
 		var err error
 		if tr {
-			err = h.trades.more(h.ctx, h.tx)
+			err = h.trades.more(h.ctx, h.q)
 		}
 		if ev && err == nil {
-			err = h.events.more(h.ctx, h.tx)
+			err = h.events.more(h.ctx, h.q)
 		}
 		if or && err == nil {
-			err = h.orders.more(h.ctx, h.tx)
+			err = h.orders.more(h.ctx, h.q)
 		}
 		ch <- err
 	}(h.filling)
@@ -288,13 +339,13 @@ func (h *history) Legacy(context.Context) (recon.LegacyRows, error) {
 		return l, h.fail("rows", err)
 	}
 	max := recon.MaxPendingRows + 1
-	if l.Trades, err = queryRows(h.ctx, h.tx, scanTrade, legacyTradesSQL, h.scope, max); err != nil {
+	if l.Trades, err = queryRows(h.ctx, h.q, scanTrade, legacyTradesSQL, h.scope, max); err != nil {
 		return l, h.fail("legacy trades", err)
 	}
-	if l.OrderEvents, err = queryRows(h.ctx, h.tx, scanOrder, legacyEventsSQL, h.scope, max); err != nil {
+	if l.OrderEvents, err = queryRows(h.ctx, h.q, scanOrder, legacyEventsSQL, h.scope, max); err != nil {
 		return l, h.fail("legacy order versions", err)
 	}
-	if l.Orders, err = queryRows(h.ctx, h.tx, scanOrder, legacyOrdersSQL, h.scope, max); err != nil {
+	if l.Orders, err = queryRows(h.ctx, h.q, scanOrder, legacyOrdersSQL, h.scope, max); err != nil {
 		return l, h.fail("legacy orders", err)
 	}
 	return l, nil
@@ -305,14 +356,14 @@ func (h *history) Duplicates(context.Context) ([]string, [][]recon.TradeRow, err
 		return nil, nil, h.fail("rows", err)
 	}
 	max := recon.MaxPendingRows + 1
-	ids, err := queryRows(h.ctx, h.tx, func(r pgx.Rows) (string, error) {
+	ids, err := queryRows(h.ctx, h.q, func(r pgx.Rows) (string, error) {
 		var id string
 		return id, r.Scan(&id)
 	}, dupTradeIDsSQL, h.scope, max)
 	if err != nil {
 		return nil, nil, h.fail("duplicated trade ids", err)
 	}
-	rows, err := queryRows(h.ctx, h.tx, scanTrade, dupTradeSeqSQL, h.scope, max)
+	rows, err := queryRows(h.ctx, h.q, scanTrade, dupTradeSeqSQL, h.scope, max)
 	if err != nil {
 		return nil, nil, h.fail("duplicated trade_seqs", err)
 	}
@@ -340,7 +391,7 @@ func (h *history) CurrentOrders(_ context.Context, fn func(string, int64)) error
 	if err := h.waitFill(); err != nil {
 		return h.fail("rows", err)
 	}
-	rows, err := h.tx.Query(h.ctx, currentOrdersSQL, h.scope)
+	rows, err := h.q.Query(h.ctx, currentOrdersSQL, h.scope)
 	if err != nil {
 		return h.fail("current orders", err)
 	}
@@ -369,6 +420,11 @@ func (h *history) NextPage(context.Context) (*recon.SourcePage, error) {
 	}
 	if err := h.ctx.Err(); err != nil {
 		return nil, h.fail("source", err)
+	}
+	if h.serial && !h.held && h.first < 0 {
+		if err := h.releaseSnapshot(); err != nil {
+			return nil, h.fail("history", err)
+		}
 	}
 	var f fetched
 	if h.ahead != nil {
@@ -428,13 +484,13 @@ func (h *history) RowsThrough(_ context.Context, through int64) (recon.HistoryRo
 		return out, h.fail("rows", err)
 	}
 	var err error
-	if out.Trades, err = h.trades.through(h.ctx, h.tx, through); err != nil {
+	if out.Trades, err = h.trades.through(h.ctx, h.q, through); err != nil {
 		return out, h.fail("trades", err)
 	}
-	if out.OrderEvents, err = h.events.through(h.ctx, h.tx, through); err != nil {
+	if out.OrderEvents, err = h.events.through(h.ctx, h.q, through); err != nil {
 		return out, h.fail("order_events", err)
 	}
-	if out.Orders, err = h.orders.through(h.ctx, h.tx, through); err != nil {
+	if out.Orders, err = h.orders.through(h.ctx, h.q, through); err != nil {
 		return out, h.fail("orders", err)
 	}
 	h.startFill()
@@ -448,7 +504,7 @@ func (h *history) TradesByID(_ context.Context, ids []string) ([]recon.TradeRow,
 	if h.trades.exhausted() {
 		return nil, nil
 	}
-	rows, err := queryRows(h.ctx, h.tx, scanTrade, tradesByIDSQL, h.scope, ids, h.through)
+	rows, err := queryRows(h.ctx, h.q, scanTrade, tradesByIDSQL, h.scope, ids, h.through)
 	if err != nil {
 		return nil, h.fail("trades by id", err)
 	}
@@ -462,7 +518,7 @@ func (h *history) OrderEventsByKey(_ context.Context, ids []string, versions []i
 	if h.events.exhausted() {
 		return nil, nil
 	}
-	rows, err := queryRows(h.ctx, h.tx, scanOrder, orderEventsByKeySQL, h.scope, ids, versions, h.through)
+	rows, err := queryRows(h.ctx, h.q, scanOrder, orderEventsByKeySQL, h.scope, ids, versions, h.through)
 	if err != nil {
 		return nil, h.fail("order versions by key", err)
 	}
@@ -473,7 +529,7 @@ func (h *history) OrdersByID(_ context.Context, ids []string) ([]recon.OrderRow,
 	if err := h.waitFill(); err != nil {
 		return nil, h.fail("rows", err)
 	}
-	rows, err := queryRows(h.ctx, h.tx, scanOrder, ordersByIDSQL, h.scope, ids)
+	rows, err := queryRows(h.ctx, h.q, scanOrder, ordersByIDSQL, h.scope, ids)
 	if err != nil {
 		return nil, h.fail("orders by id", err)
 	}
@@ -497,7 +553,7 @@ func (s *seqStream[T]) exhausted() bool { return s.done && len(s.buf) == 0 }
 func (s *seqStream[T]) low() bool { return !s.done && len(s.buf) < fetchBatch }
 
 // more FETCHes the cursor's next batch into buf.
-func (s *seqStream[T]) more(ctx context.Context, tx pgx.Tx) error {
+func (s *seqStream[T]) more(ctx context.Context, tx store.Querier) error {
 	if s.done {
 		return nil
 	}
@@ -513,7 +569,7 @@ func (s *seqStream[T]) more(ctx context.Context, tx pgx.Tx) error {
 }
 
 // through returns the rows with seq <= through not returned yet.
-func (s *seqStream[T]) through(ctx context.Context, tx pgx.Tx, through int64) ([]T, error) {
+func (s *seqStream[T]) through(ctx context.Context, tx store.Querier, through int64) ([]T, error) {
 	for !s.done && (len(s.buf) == 0 || int64(s.seq(&s.buf[len(s.buf)-1])) <= through) {
 		if err := s.more(ctx, tx); err != nil {
 			return nil, err
@@ -528,7 +584,7 @@ func (s *seqStream[T]) through(ctx context.Context, tx pgx.Tx, through int64) ([
 }
 
 // queryRows runs a statement and scans every row.
-func queryRows[T any](ctx context.Context, tx pgx.Tx, scan func(pgx.Rows) (T, error), sql string, args ...any) ([]T, error) {
+func queryRows[T any](ctx context.Context, tx store.Querier, scan func(pgx.Rows) (T, error), sql string, args ...any) ([]T, error) {
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err

@@ -195,9 +195,9 @@ const (
 	// OrderEventsHistorySQL and OrdersHistorySQL declare the cursors
 	// recon_order_events and recon_orders over scope $1's rows with a seq,
 	// in seq order; the Fetch statements fetch HistoryFetchBatch rows.
-	OrderEventsHistorySQL = `DECLARE recon_order_events NO SCROLL CURSOR FOR SELECT ` + HistoryOrderColumns + `
+	OrderEventsHistorySQL = `DECLARE recon_order_events NO SCROLL CURSOR WITH HOLD FOR SELECT ` + HistoryOrderColumns + `
   FROM order_events WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, order_id, version`
-	OrdersHistorySQL = `DECLARE recon_orders NO SCROLL CURSOR FOR SELECT ` + HistoryOrderColumns + `
+	OrdersHistorySQL = `DECLARE recon_orders NO SCROLL CURSOR WITH HOLD FOR SELECT ` + HistoryOrderColumns + `
   FROM orders WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, order_id`
 	OrderEventsHistoryFetchSQL = `FETCH FORWARD 4096 FROM recon_order_events`
 	OrdersHistoryFetchSQL      = `FETCH FORWARD 4096 FROM recon_orders`

@@ -210,7 +210,7 @@ const (
 	// TradesHistorySQL declares the cursor recon_trades over scope $1's
 	// trades with a seq, in (seq, trade_id) order; TradesHistoryFetchSQL
 	// fetches HistoryFetchBatch rows of it.
-	TradesHistorySQL = `DECLARE recon_trades NO SCROLL CURSOR FOR SELECT ` + HistoryTradeColumns + `
+	TradesHistorySQL = `DECLARE recon_trades NO SCROLL CURSOR WITH HOLD FOR SELECT ` + HistoryTradeColumns + `
   FROM trades WHERE scope = $1 AND seq IS NOT NULL ORDER BY seq, trade_id`
 	TradesHistoryFetchSQL = `FETCH FORWARD 4096 FROM recon_trades`
 	// TradesLegacySQL reads at most $2 trades of scope $1 without a seq.
@@ -228,3 +228,8 @@ const (
 
 // HistoryFetchBatch is the rows one FETCH of a history cursor returns.
 const HistoryFetchBatch = 4096
+
+// HistoryCloseSQL closes the history cursors. They are WITH HOLD: a paced
+// reader commits their transaction and reads on (reconstore), and a held
+// cursor lives until closed or its session ends.
+const HistoryCloseSQL = `CLOSE ALL`
