@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/completeness"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 	"github.com/projection-recovery/projection-recovery/internal/reconstore"
 )
@@ -84,6 +85,10 @@ type ProjectionReconciliationReconciler struct {
 	// DetectCPU is the share of one CPU a scheduled dry run's detection
 	// takes at most (recon.Pace, dryRunPace); 0: unpaced.
 	DetectCPU float64
+	// Registry is this manager's completeness registry, the recovery
+	// controller's: a scheduled dry run waits while it shows a catch-up
+	// (waitForCatchUps). nil: only the database's cursors are asked.
+	Registry *completeness.Registry
 }
 
 // DefaultReconciliationRunTimeout bounds a run when RunTimeout is 0.

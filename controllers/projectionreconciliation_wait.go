@@ -38,24 +38,27 @@ const ReasonWaitingForCatchUp = "WaitingForCatchUp"
 
 // catchUpWaitPoll is how often a waiting scheduled dry run looks again. Its
 // own recovery's end of catch-up wakes it at once (waitWatch); another
-// scope's, known only to the database, within this.
+// scope's within this.
 const catchUpWaitPoll = 15 * time.Second
 
-// waitForCatchUps turns a scheduled dry run into a wait while its recovery
-// or another scope of its database is catching up (recon.ScheduledWait):
-// its paced read would hold a snapshot for minutes beside the catch-up and
-// the live writes. A dry run without a schedule (a person asked) never
-// waits. When the database cannot be asked, the dry run goes ahead and
-// reports that failure itself.
+// waitForCatchUps turns a scheduled dry run into a wait while its recovery,
+// another recovery of this manager (its completeness registry) or another
+// scope of its database (the cursors, any manager's) is catching up
+// (recon.ScheduledWait). A dry run without a schedule (a person asked)
+// never waits. When the database cannot be asked, the dry run goes ahead
+// and reports that failure itself.
 func (r *ProjectionReconciliationReconciler) waitForCatchUps(ctx context.Context, s *reconScope) error {
 	if s.decision.action != reconDryRun || s.obj.Spec.Schedule == nil {
 		return nil
 	}
-	own, other := recoveryCatchingUp(s.recovery), ""
-	if !own {
+	c := recon.CatchUps{Own: recoveryCatchingUp(s.recovery)}
+	if !c.Own && r.Registry != nil {
+		c.Manager = r.Registry.CatchingUp(s.now, recon.CatchUpActiveWithin)
+	}
+	if !c.Own && c.Manager == "" {
 		wf, _, err := r.workflow(ctx, s, "", nil)
 		if err == nil {
-			other, err = wf.CatchUpUnderWay(ctx)
+			c.Database, err = wf.CatchUpUnderWay(ctx)
 		}
 		if err != nil {
 			logf.FromContext(ctx).V(1).Info("could not ask which scopes are catching up; the dry run goes ahead", "error", redact(err.Error(), s.secrets))
@@ -63,7 +66,7 @@ func (r *ProjectionReconciliationReconciler) waitForCatchUps(ctx context.Context
 		}
 	}
 	due := scheduleDueSince(s.obj)
-	wait, why := recon.ScheduledWait(own, other, due, s.now)
+	wait, why := recon.ScheduledWait(c, due, s.now)
 	if !wait {
 		if why != "" {
 			logf.FromContext(ctx).Info("scheduled dry run no longer waits", "why", why)

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	recoveryv1 "github.com/projection-recovery/projection-recovery/api/v1alpha1"
+	"github.com/projection-recovery/projection-recovery/internal/completeness"
 	"github.com/projection-recovery/projection-recovery/internal/recon"
 )
 
@@ -47,7 +48,8 @@ func reportedAt(gen int64) func(*recoveryv1.ProjectionReconciliation) bool {
 // TestEnvtest_ScheduledDryRunWaitsForCatchUps, on real parts (apiserver,
 // PostgreSQL, a reference member): a scheduled dry run neither starts
 // before its recovery's first catch-up ends nor while another scope of
-// its database catches up, and reads nothing meanwhile (no run, no
+// its database, or another recovery of its manager, catches up, and reads
+// nothing meanwhile (no run, no
 // report, its spec not marked evaluated); it runs once the catch-up
 // ends, and beside one that lasts past recon.ScheduledWaitLimit.
 func TestEnvtest_ScheduledDryRunWaitsForCatchUps(t *testing.T) {
@@ -101,6 +103,18 @@ func TestEnvtest_ScheduledDryRunWaitsForCatchUps(t *testing.T) {
 	}
 	waitRecon(t, ns, name, "the run once the other scope is current", reportedAt(2))
 
+	// A recovery of this manager catching up, of another database: the
+	// manager's completeness registry says so, as its recovery worker
+	// records every cycle.
+	defer suiteRecon.Registry.Forget(ns, "elsewhere")
+	suiteRecon.Registry.CycleEnded(ns, "elsewhere", "elsewhere-scope", time.Now(), completeness.Completeness{State: "CATCHING_UP"})
+	setSpec(t, ns, name, func(s *recoveryv1.ProjectionReconciliationSpec) {
+		s.StaleAfter = &metav1.Duration{Duration: 6 * time.Minute}
+	})
+	waitRecon(t, ns, name, "the edited schedule waiting for this manager's catch-up", waitingFor("recovery "+ns+"/elsewhere of this manager"))
+	suiteRecon.Registry.CycleEnded(ns, "elsewhere", "elsewhere-scope", time.Now(), completeness.Completeness{State: "CURRENT"})
+	waitRecon(t, ns, name, "the run once this manager's catch-up ended", reportedAt(3))
+
 	// A catch-up that never ends holds it up to the limit, then it runs beside it.
 	if _, err := f.pool.Exec(bg, `UPDATE projection_catchup_cursor SET state = 'CATCHING_UP', updated_at = clock_timestamp() WHERE scope = $1`, other); err != nil {
 		t.Fatal(err)
@@ -111,5 +125,5 @@ func TestEnvtest_ScheduledDryRunWaitsForCatchUps(t *testing.T) {
 	waitRecon(t, ns, name, "waiting again", waitingFor(other))
 	reconClock.shift(recon.ScheduledWaitLimit + 2*time.Minute)
 	defer reconClock.shift(0)
-	waitRecon(t, ns, name, "the run past the wait limit", reportedAt(3))
+	waitRecon(t, ns, name, "the run past the wait limit", reportedAt(4))
 }

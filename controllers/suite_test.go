@@ -226,6 +226,8 @@ func startManagerOn(cfg *rest.Config, owner string, sel labels.Selector, autoRec
 			// Scheduled dry runs paced as the manager's default: every
 			// spec.schedule test detects through the paced path.
 			DetectCPU: DefaultReconciliationDetectCPU,
+			// This manager's registry, as main wires it.
+			Registry: rec.Registry,
 		}
 		// The counters on the registry the manager serves, as main wires them.
 		if suiteRecon.Telemetry, err = ReconciliationTelemetry(); err != nil {

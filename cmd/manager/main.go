@@ -374,6 +374,7 @@ func run(args []string) error {
 		RunTimeout:              o.reconTimeout,
 		MaxSnapshotRecords:      o.reconMaxRecords,
 		DetectCPU:               o.reconDetectCPU,
+		Registry:                registry,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the reconciliation controller: %w", err)
 	}

@@ -166,6 +166,28 @@ func (r *Registry) CycleEnded(namespace, name, scope string, at time.Time, c Com
 	e.Completeness = c
 }
 
+// CatchingUp names ("namespace/name") a scope of this manager whose last
+// cycle left it CATCHING_UP and which is in flight or ended a cycle within
+// `within` of now, "" when none; the first by name, so the answer stays
+// the same while the same scopes catch up. A scheduled dry run waits for it.
+func (r *Registry) CatchingUp(now time.Time, within time.Duration) string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	found := ""
+	for k, e := range r.scopes {
+		if e.Completeness.State != stateCatchingUp || (found != "" && k >= found) {
+			continue
+		}
+		if end := e.Worker.LastCycleEnd; e.Worker.InFlight || (end != nil && now.Sub(*end) < within) {
+			found = k
+		}
+	}
+	return found
+}
+
+// stateCatchingUp is Completeness.State while verified pages are applied.
+const stateCatchingUp = "CATCHING_UP"
+
 // Forget drops a deleted resource.
 func (r *Registry) Forget(namespace, name string) {
 	r.mu.Lock()

@@ -85,3 +85,31 @@ func TestFRAPR11_ReadOnly(t *testing.T) {
 		t.Errorf("unknown path: status %d, want 404", resp.StatusCode)
 	}
 }
+
+// CatchingUp names this manager's scope catching up now: CATCHING_UP and in
+// flight or ended a cycle within the window; never a CURRENT one, a stale
+// one, or one forgotten; the first by name when several are.
+func TestRegistry_CatchingUp(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	r := NewRegistry(func() time.Time { return now })
+	within := 2 * time.Minute
+	check := func(name, want string) {
+		t.Run(name, func(t *testing.T) {
+			if got := r.CatchingUp(now, within); got != want {
+				t.Fatalf("CatchingUp = %q, want %q", got, want)
+			}
+		})
+	}
+	check("empty", "")
+	r.CycleEnded("ns", "b", "s-b", now.Add(-time.Second), Completeness{State: "CURRENT"})
+	check("current only", "")
+	r.CycleEnded("ns", "c", "s-c", now.Add(-3*time.Minute), Completeness{State: "CATCHING_UP"})
+	check("catching up, but no cycle for longer than the window", "")
+	r.CycleStarted("ns", "c", "s-c", now, true)
+	check("the stale one's cycle in flight again", "ns/c")
+	r.CycleEnded("ns", "a", "s-a", now.Add(-10*time.Second), Completeness{State: "CATCHING_UP"})
+	check("two: the first by name", "ns/a")
+	r.Forget("ns", "a")
+	r.CycleEnded("ns", "c", "s-c", now, Completeness{State: "CURRENT"})
+	check("forgotten and caught up", "")
+}

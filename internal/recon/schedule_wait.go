@@ -18,10 +18,10 @@ package recon
 
 import "time"
 
-// A scheduled dry run yields to catch-ups: while a scope of its database is
-// catching up, its read would hold a snapshot that keeps the catch-up's and
-// the live feed's row versions from being pruned, and (for its own scope)
-// re-read the backlog the catch-up is verifying. It waits, and starts when
+// A scheduled dry run yields to catch-ups: beside its own scope's, it would
+// re-read the backlog the catch-up is verifying; beside any other, of its
+// database or its manager, its paced read (its one unpaced pass included)
+// takes the cores and the database the catch-up and the live feed need. It waits, and starts when
 // the catch-ups end (docs/performance.md, "Scheduled dry runs wait for
 // catch-ups"). A dry run a person asked for never waits.
 const (
@@ -34,19 +34,29 @@ const (
 	CatchUpActiveWithin = 2 * time.Minute
 )
 
+// CatchUps are the catch-ups a scheduled dry run knows of.
+type CatchUps struct {
+	// Own: its own scope's recovery has not reached CURRENT since it
+	// began (catching up, or no cycle yet).
+	Own bool
+	// Manager names a recovery of this manager catching up; Database a
+	// scope of its database catching up, by any manager ("" none).
+	Manager, Database string
+}
+
 // ScheduledWait is the decision for a scheduled dry run due since dueSince:
-// own is true while its own scope's recovery has not reached CURRENT since
-// it started (catching up, or no cycle yet), other names a scope of the
-// same database with a catch-up under way ("" none). It waits while either
-// holds, until ScheduledWaitLimit past dueSince. Pure.
-func ScheduledWait(own bool, other string, dueSince, now time.Time) (wait bool, why string) {
+// it waits while any catch-up of c is under way, until ScheduledWaitLimit
+// past dueSince. Pure.
+func ScheduledWait(c CatchUps, dueSince, now time.Time) (wait bool, why string) {
 	switch {
-	case !own && other == "":
+	case !c.Own && c.Manager == "" && c.Database == "":
 		return false, ""
 	case !now.Before(dueSince.Add(ScheduledWaitLimit)):
 		return false, "it waited for a catch-up past the limit of " + ScheduledWaitLimit.String() + ": it runs beside it, paced"
-	case own:
+	case c.Own:
 		return true, "its scope is catching up"
+	case c.Manager != "":
+		return true, "recovery " + c.Manager + " of this manager is catching up"
 	}
-	return true, "scope " + other + " of the same database is catching up"
+	return true, "scope " + c.Database + " of the same database is catching up"
 }

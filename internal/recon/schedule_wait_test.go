@@ -25,24 +25,25 @@ import (
 func TestScheduledWait(t *testing.T) {
 	due := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
-		name  string
-		own   bool
-		other string
-		now   time.Time
-		wait  bool
-		why   string
+		name string
+		c    CatchUps
+		now  time.Time
+		wait bool
+		why  string
 	}{
-		{"nothing catching up runs", false, "", due.Add(time.Minute), false, ""},
-		{"nothing catching up runs even before due", false, "", due.Add(-time.Minute), false, ""},
-		{"own scope catching up waits", true, "", due.Add(time.Minute), true, "its scope is catching up"},
-		{"another scope of the database waits", false, "btc-eur", due.Add(time.Minute), true, "scope btc-eur of the same database"},
-		{"own wins the message", true, "btc-eur", due, true, "its scope"},
-		{"just under the limit still waits", true, "", due.Add(ScheduledWaitLimit - time.Second), true, "its scope"},
-		{"at the limit runs", true, "", due.Add(ScheduledWaitLimit), false, "past the limit"},
-		{"past the limit runs beside another", false, "btc-eur", due.Add(2 * ScheduledWaitLimit), false, "past the limit"},
+		{"nothing catching up runs", CatchUps{}, due.Add(time.Minute), false, ""},
+		{"nothing catching up runs even before due", CatchUps{}, due.Add(-time.Minute), false, ""},
+		{"own scope catching up waits", CatchUps{Own: true}, due.Add(time.Minute), true, "its scope is catching up"},
+		{"another scope of the database waits", CatchUps{Database: "btc-eur"}, due.Add(time.Minute), true, "scope btc-eur of the same database"},
+		{"a recovery of this manager waits", CatchUps{Manager: "ns/eth"}, due.Add(time.Minute), true, "recovery ns/eth of this manager"},
+		{"own wins the message", CatchUps{Own: true, Manager: "ns/eth", Database: "btc-eur"}, due, true, "its scope"},
+		{"the manager's before the database's", CatchUps{Manager: "ns/eth", Database: "btc-eur"}, due, true, "recovery ns/eth"},
+		{"just under the limit still waits", CatchUps{Own: true}, due.Add(ScheduledWaitLimit - time.Second), true, "its scope"},
+		{"at the limit runs", CatchUps{Own: true}, due.Add(ScheduledWaitLimit), false, "past the limit"},
+		{"past the limit runs beside another", CatchUps{Database: "btc-eur"}, due.Add(2 * ScheduledWaitLimit), false, "past the limit"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			wait, why := ScheduledWait(c.own, c.other, due, c.now)
+			wait, why := ScheduledWait(c.c, due, c.now)
 			if wait != c.wait || !strings.Contains(why, c.why) || (c.why == "" && why != "") {
 				t.Fatalf("ScheduledWait = %v %q, want %v containing %q", wait, why, c.wait, c.why)
 			}

@@ -285,15 +285,19 @@ type besideOpts struct {
 // dryRunLoop runs d's dry runs of scope until ctx ends, into pr. With
 // d.wait each run, the first included, is held while recon.ScheduledWait
 // says so, asked every besideRecheck: own is whether the run's scope is
-// the one catching up (until current), the other catch-ups are the real
-// query (Runner.CatchUpUnderWay), and a run falls due at the loop's start,
+// the one catching up (until current); a run of another database's scope
+// waits for that catch-up as for one of its manager's; the other catch-ups
+// of its database are the real query (Runner.CatchUpUnderWay), and a run falls due at the loop's start,
 // then d.every past the end of the last. A run's paced pages count before
 // the catch-up's end unless it started after it; ranAfter is called when
 // such a run completes.
 func dryRunLoop(ctx context.Context, tb testing.TB, wf *Runner, scope string, d dryRuns, own bool, current *atomic.Bool, pr *phaseResult, ranAfter func()) {
 	due := time.Now()
 	for ctx.Err() == nil {
-		if d.wait && !holdScheduled(ctx, tb, wf, due, func() bool { return own && !current.Load() }, pr) {
+		// The catch-up runs in this process, as a manager's worker would:
+		// for a scope of another database it is the manager's catch-up.
+		catchingUp := func() bool { return !current.Load() }
+		if d.wait && !holdScheduled(ctx, tb, wf, due, own, catchingUp, pr) {
 			return
 		}
 		began, after := time.Now(), current.Load()
@@ -344,7 +348,7 @@ func dryRunLoop(ctx context.Context, tb testing.TB, wf *Runner, scope string, d 
 // recon.ScheduledWait says so, asking again every besideRecheck, and adds
 // the time held to pr.waited; false when ctx ended first (or the query
 // failed: the test is failed).
-func holdScheduled(ctx context.Context, tb testing.TB, wf *Runner, due time.Time, catchingUp func() bool, pr *phaseResult) bool {
+func holdScheduled(ctx context.Context, tb testing.TB, wf *Runner, due time.Time, own bool, catchingUp func() bool, pr *phaseResult) bool {
 	start := time.Now()
 	defer func() { pr.waited += time.Since(start) }()
 	for {
@@ -358,7 +362,11 @@ func holdScheduled(ctx context.Context, tb testing.TB, wf *Runner, due time.Time
 		if pr.named == "" {
 			pr.named = other
 		}
-		wait, why := recon.ScheduledWait(catchingUp(), other, due, time.Now())
+		c := recon.CatchUps{Own: own && catchingUp(), Database: other}
+		if !own && catchingUp() {
+			c.Manager = "the catch-up"
+		}
+		wait, why := recon.ScheduledWait(c, due, time.Now())
 		if !wait {
 			return true
 		}

@@ -120,13 +120,15 @@ func CursorList(ctx context.Context, q Querier) ([]Cursor, error) {
 // CursorCatchingUp names a scope whose cursor is CATCHING_UP and was moved
 // (a page, an outcome) within the last `within`, "" when none: a catch-up
 // under way in this database, by any manager. A stale CATCHING_UP cursor
-// (a scope nobody recovers now) is not one.
+// (a scope nobody recovers now) is not one. The first in scope order: the
+// same answer while the same scopes catch up (a status naming it does not
+// change with every page).
 func CursorCatchingUp(ctx context.Context, q Querier, within time.Duration) (string, error) {
 	var scope string
 	err := q.QueryRow(ctx, `
 SELECT scope FROM projection_catchup_cursor
  WHERE state = 'CATCHING_UP' AND updated_at > clock_timestamp() - make_interval(secs => $1)
- ORDER BY updated_at DESC, scope LIMIT 1`, within.Seconds()).Scan(&scope)
+ ORDER BY scope LIMIT 1`, within.Seconds()).Scan(&scope)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
