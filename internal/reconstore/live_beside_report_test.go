@@ -61,9 +61,9 @@ func printPhase(pr phaseResult) {
 		why += ", the query named " + pr.named
 	}
 	fmt.Printf("beside: phase %-14s load %s: %5.1f s, catch-up %5.1f s, live p99 %6.1f ms over %d writes during it, %6.1f ms over %d after; "+
-		"dry runs %d done + %d cut, waited %s%s; paced pages %d before its end + %d after: busy %s slept %s (estimated run %s); pages refused %d\n",
+		"dry runs %d done + %d cut + %d past their deadline, waited %s%s; paced pages %d before its end + %d after: busy %s slept %s (estimated run %s); pages refused %d\n",
 		pr.name, pr.loadavg, pr.took.Seconds(), pr.catchUp.Seconds(), ms(pct(pr.live, 99)), len(pr.live), ms(pct(pr.tail, 99)), len(pr.tail),
-		pr.dryRuns, pr.cut, pr.waited.Round(100*time.Millisecond), why, pr.pagesBefore, pr.pagesAfter,
+		pr.dryRuns, pr.cut, pr.pastDeadline, pr.waited.Round(100*time.Millisecond), why, pr.pagesBefore, pr.pagesAfter,
 		pr.paced.Busy.Round(time.Millisecond), pr.paced.Slept.Round(time.Millisecond), pr.estRun.Round(time.Second), len(pr.refused))
 }
 
