@@ -18,12 +18,11 @@ package recon
 
 import "time"
 
-// A scheduled dry run yields to catch-ups: beside its own scope's, it would
-// re-read the backlog the catch-up is verifying; beside any other, of its
-// database or its manager, its paced read (its one unpaced pass included)
-// takes the cores and the database the catch-up and the live feed need. It waits, and starts when
-// the catch-ups end (docs/performance.md, "Scheduled dry runs wait for
-// catch-ups"). A dry run a person asked for never waits.
+// A scheduled dry run yields to catch-ups: beside its own scope's it would
+// re-read the backlog the catch-up verifies; beside another of its database
+// or manager, its read takes the cores and the database the catch-up and
+// the live feed need. It starts when they end (docs/performance.md,
+// "Scheduled dry runs wait for catch-ups"). A person's dry run never waits.
 const (
 	// ScheduledWaitLimit bounds the wait past the time the run fell due:
 	// a scope that never stops catching up cannot silence detection.
